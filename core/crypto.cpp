@@ -1,0 +1,81 @@
+// SHA-256, HMAC-SHA256 and constant-time comparison through OpenSSL EVP.
+#include "crypto.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <stdexcept>
+
+namespace idem {
+
+// One-shot SHA-256 of data.
+Digest sha256(std::string_view data) {
+    Digest out{};
+    unsigned int len = 0;
+    if (EVP_Digest(data.data(), data.size(), out.data(), &len, EVP_sha256(), nullptr) != 1 ||
+        len != out.size())
+        throw std::runtime_error("OpenSSL SHA-256 failed");
+    return out;
+}
+
+Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
+    if (ctx_ == nullptr || EVP_DigestInit_ex(static_cast<EVP_MD_CTX *>(ctx_), EVP_sha256(),
+                                             nullptr) != 1) {
+        EVP_MD_CTX_free(static_cast<EVP_MD_CTX *>(ctx_));
+        throw std::runtime_error("OpenSSL SHA-256 init failed");
+    }
+}
+
+Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX *>(ctx_)); }
+
+// Feeds more bytes into the running digest.
+void Sha256::update(const void *data, size_t len) {
+    if (len > 0 && EVP_DigestUpdate(static_cast<EVP_MD_CTX *>(ctx_), data, len) != 1)
+        throw std::runtime_error("OpenSSL SHA-256 update failed");
+}
+
+// Returns the digest; the object must not be updated afterwards.
+Digest Sha256::finish() {
+    Digest out{};
+    unsigned int len = 0;
+    if (EVP_DigestFinal_ex(static_cast<EVP_MD_CTX *>(ctx_), out.data(), &len) != 1 ||
+        len != out.size())
+        throw std::runtime_error("OpenSSL SHA-256 final failed");
+    return out;
+}
+
+// HMAC-SHA256 of message under key (RFC 2104).
+Digest hmac_sha256(std::string_view key, std::string_view message) {
+    Digest out{};
+    unsigned int len = 0;
+    static const unsigned char empty = 0;
+    const void *k = key.empty() ? &empty : key.data();
+    if (HMAC(EVP_sha256(), k, static_cast<int>(key.size()),
+             reinterpret_cast<const unsigned char *>(message.data()), message.size(), out.data(),
+             &len) == nullptr ||
+        len != out.size())
+        throw std::runtime_error("OpenSSL HMAC-SHA256 failed");
+    return out;
+}
+
+// Constant-time equality: the running time depends on the lengths only.
+bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
+    if (a.size() != b.size())
+        return false;
+    if (a.empty())
+        return true;
+    return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+// Writes 2*len lower-case hex digits to out and returns them.
+std::string_view hex_lower(const unsigned char *data, size_t len, char *out) {
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < len; i++) {
+        out[2 * i] = digits[data[i] >> 4];
+        out[2 * i + 1] = digits[data[i] & 0xf];
+    }
+    return {out, 2 * len};
+}
+
+} // namespace idem

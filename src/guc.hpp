@@ -1,0 +1,10 @@
+// Settings (GUCs) of the extension; defined in _PG_init (src/idempotency.cpp).
+#pragma once
+
+namespace idem::guc {
+extern int default_lease_s;      // idempotency.default_lease, seconds
+extern int default_ttl_s;        // idempotency.default_ttl, seconds
+extern int inbox_ttl_s;          // idempotency.inbox_ttl, seconds
+extern int inbox_lease_s;        // idempotency.inbox_lease, seconds
+extern int webhook_tolerance_s;  // idempotency.webhook_tolerance, seconds
+} // namespace idem::guc
