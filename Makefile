@@ -17,13 +17,13 @@ DATA_built = $(EXTENSION)--$(EXTVERSION).sql
 DATA = $(wildcard $(EXTENSION)--*--*.sql)
 
 PG_CPPFLAGS = -Icore -Isrc
-PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-register \
               -fvisibility-inlines-hidden
 SHLIB_LINK = -lcrypto -lstdc++
 
 # The core uses C++ features that clang's bitcode pass would need the same flags for;
 # JIT inlining of this module buys nothing, so no bitcode is built.
-with_llvm = no
+override with_llvm = no
 
 REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)

@@ -50,7 +50,7 @@ Digest hmac_sha256(std::string_view key, std::string_view message) {
     Digest out{};
     unsigned int len = 0;
     static const unsigned char empty = 0;
-    const void *k = key.empty() ? &empty : key.data();
+    const void *k = key.empty() ? static_cast<const void *>(&empty) : key.data();
     if (HMAC(EVP_sha256(), k, static_cast<int>(key.size()),
              reinterpret_cast<const unsigned char *>(message.data()), message.size(), out.data(),
              &len) == nullptr ||

@@ -2,6 +2,8 @@
 #include "pg_cpp.hpp"
 #include "guc.hpp"
 
+#include <climits>
+
 extern "C" {
 #include "utils/guc.h"
 }

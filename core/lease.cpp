@@ -1,0 +1,126 @@
+// Lease arithmetic, input validation and the claim decision.
+#include "lease.hpp"
+
+#include "error.hpp"
+
+#include <climits>
+#include <string>
+
+namespace idem {
+
+// Interval length in microseconds (30-day months, 24-hour days), overflow-checked.
+int64_t interval_usec(int32_t months, int32_t days, int64_t usec) {
+    constexpr int64_t usec_per_day = INT64_C(86400000000);
+    __int128 total = static_cast<__int128>(months) * 30 * usec_per_day +
+                     static_cast<__int128>(days) * usec_per_day + usec;
+    if (total > INT64_MAX || total < INT64_MIN)
+        throw Error(sqlstate::datetime_field_overflow, "interval out of range");
+    return static_cast<int64_t>(total);
+}
+
+// Overflow-checked ts + usec.
+int64_t add_usec(int64_t ts, int64_t usec) {
+    int64_t out;
+    if (__builtin_add_overflow(ts, usec, &out))
+        throw Error(sqlstate::datetime_field_overflow, "timestamp out of range",
+                    "The lease or TTL is too long to be added to the current time.");
+    return out;
+}
+
+// Lease and expiry of a claim; validates lease > 0 and ttl >= lease.
+ClaimTimes claim_times(int64_t now, int64_t lease_usec, int64_t ttl_usec) {
+    if (lease_usec <= 0)
+        throw Error(sqlstate::invalid_parameter_value, "lease must be positive",
+                    "A lease of zero or less would let any duplicate take the operation over "
+                    "at once.",
+                    "Pass a lease such as interval '30 seconds', or NULL for "
+                    "idempotency.default_lease.");
+    if (ttl_usec < lease_usec)
+        throw Error(sqlstate::invalid_parameter_value, "ttl must not be shorter than the lease",
+                    "The record would expire while its owner still holds the lease.",
+                    "Pass a ttl of at least the lease, or NULL for idempotency.default_ttl.");
+    return {add_usec(now, lease_usec), add_usec(now, ttl_usec)};
+}
+
+// Scope/key validation: non-empty and bounded.
+void validate_name(const char *what, size_t len, size_t max_bytes) {
+    if (len == 0)
+        throw Error(sqlstate::invalid_parameter_value, std::string(what) + " must not be empty",
+                    {},
+                    std::string("A request without an Idempotency-Key must be rejected (HTTP "
+                                "400), not claimed with an empty ") +
+                        what + ".");
+    if (len > max_bytes)
+        throw Error(sqlstate::string_data_right_truncation,
+                    std::string(what) + " is too long",
+                    std::string(what) + " has " + std::to_string(len) +
+                        " bytes; the maximum is " + std::to_string(max_bytes) + " bytes.");
+}
+
+// Fingerprint length validation (1..64 bytes).
+void validate_fingerprint(size_t len) {
+    if (len < min_fingerprint_bytes || len > max_fingerprint_bytes)
+        throw Error(sqlstate::invalid_parameter_value, "fingerprint must have 1 to 64 bytes",
+                    "The fingerprint has " + std::to_string(len) + " bytes.",
+                    "Use idem_fingerprint(request_body), a 32-byte SHA-256, or NULL.");
+}
+
+// A fencing token handed back by a caller must be positive.
+void validate_attempt(int64_t attempt) {
+    if (attempt <= 0)
+        throw Error(sqlstate::invalid_parameter_value, "attempt must be positive",
+                    "attempt is the fencing token idem_claim returned (1, 2, ...).");
+}
+
+// The next fencing token.
+int32_t next_attempt(int32_t current) {
+    if (current >= INT32_MAX)
+        throw Error(sqlstate::numeric_value_out_of_range, "attempt counter exhausted");
+    return current + 1;
+}
+
+// Live while the TTL runs, or while an owner holds an unexpired lease.
+bool record_live(const RecordState &r, int64_t now) {
+    if (r.expires > now)
+        return true;
+    return r.status == Status::Processing && r.has_lease && r.lease_expires > now;
+}
+
+// Decision table of idem_claim for an existing row.
+ClaimDecision decide_claim(const RecordState &r, bool fingerprint_equal, int64_t now) {
+    if (!record_live(r, now))
+        return ClaimDecision::Fresh;
+    if (!fingerprint_equal)
+        return ClaimDecision::Mismatch;
+    switch (r.status) {
+    case Status::Completed:
+        return ClaimDecision::Replay;
+    case Status::Failed:
+        return r.retryable ? ClaimDecision::Retry : ClaimDecision::Replay;
+    case Status::Processing:
+        break;
+    }
+    if (r.has_lease && r.lease_expires > now)
+        return ClaimDecision::InProgress;
+    return ClaimDecision::Reclaim;
+}
+
+// Outcome strings of idem_claim.
+const char *outcome_name(ClaimDecision d) {
+    switch (d) {
+    case ClaimDecision::Fresh:
+    case ClaimDecision::Retry:
+        return "claimed";
+    case ClaimDecision::Mismatch:
+        return "mismatch";
+    case ClaimDecision::Replay:
+        return "replayed";
+    case ClaimDecision::InProgress:
+        return "in_progress";
+    case ClaimDecision::Reclaim:
+        return "reclaimed";
+    }
+    return "claimed";
+}
+
+} // namespace idem

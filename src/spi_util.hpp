@@ -1,0 +1,39 @@
+// SPI helpers shared by the SQL functions: saved plans and running as the extension owner.
+#pragma once
+
+#include "pg_cpp.hpp"
+
+extern "C" {
+#include "executor/spi.h"
+}
+
+namespace idem::pg {
+
+// Prepares sql once per backend and keeps the plan (SPI_prepare + SPI_keepplan). Must be
+// called while connected to SPI. The text must be a constant with every name schema-qualified.
+SPIPlanPtr saved_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes);
+
+// The role that owns schema "idempotency" (the extension's owner), cached per backend.
+Oid extension_owner();
+
+// The caller's user and security context, saved while a function runs as the owner.
+struct SavedUser {
+    Oid userid;
+    int sec_context;
+};
+
+// Connects to SPI and switches to the extension owner so that callers need no rights on the
+// internal tables. An error raised before leave() is cleaned up by (sub)transaction abort,
+// which restores the user and the SPI stack.
+void enter(SavedUser *saved);
+
+// Switches back to the caller and disconnects from SPI.
+void leave(const SavedUser *saved);
+
+// Executes a saved plan; values/nulls as for SPI_execute_plan. Returns SPI_processed.
+uint64 exec(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only, long tcount);
+
+// Column accessors for SPI_tuptable->vals[row]; attno is 1-based.
+Datum col(uint64 row, int attno, bool *isnull);
+
+} // namespace idem::pg
