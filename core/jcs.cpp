@@ -1,0 +1,1029 @@
+// RFC 8785 canonical JSON: the streaming writer, the strict I-JSON parser and number formatting.
+#include "jcs.hpp"
+
+#include "error.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <stdexcept>
+#include <system_error>
+
+namespace idem::jcs {
+
+namespace {
+
+constexpr const char *kMalformed = sqlstate::invalid_text_representation; // 22P02
+constexpr const char *kBadUtf8 = sqlstate::character_not_in_repertoire;   // 22021
+
+// Length of the well-formed UTF-8 sequence (2..4 bytes) starting at s[0] >= 0x80, or 0 if the
+// bytes are not well-formed (overlong forms, surrogates, > U+10FFFF, truncated).
+size_t utf8_seq_len(const unsigned char *s, size_t avail) noexcept {
+    unsigned c = s[0];
+    auto cont = [&](size_t i) { return i < avail && (s[i] & 0xC0) == 0x80; };
+    if (c >= 0xC2 && c <= 0xDF)
+        return cont(1) ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (avail < 2)
+            return 0;
+        unsigned c1 = s[1];
+        if (c == 0xE0 && (c1 < 0xA0 || c1 > 0xBF))
+            return 0; // overlong
+        if (c == 0xED && (c1 < 0x80 || c1 > 0x9F))
+            return 0; // UTF-16 surrogate
+        return cont(1) && cont(2) ? 3 : 0;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (avail < 2)
+            return 0;
+        unsigned c1 = s[1];
+        if (c == 0xF0 && (c1 < 0x90 || c1 > 0xBF))
+            return 0; // overlong
+        if (c == 0xF4 && (c1 < 0x80 || c1 > 0x8F))
+            return 0; // above U+10FFFF
+        return cont(1) && cont(2) && cont(3) ? 4 : 0;
+    }
+    return 0;
+}
+
+// Offset of the first byte that is not well-formed UTF-8, or npos.
+size_t find_bad_utf8(std::string_view s) noexcept {
+    const auto *p = reinterpret_cast<const unsigned char *>(s.data());
+    size_t n = s.size(), i = 0;
+    while (i < n) {
+        if (p[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t l = utf8_seq_len(p + i, n - i);
+        if (l == 0)
+            return i;
+        i += l;
+    }
+    return std::string_view::npos;
+}
+
+[[noreturn]] void bad_utf8(size_t at) {
+    throw Error(kBadUtf8, "invalid UTF-8 in JSON text",
+                "The byte sequence at byte " + std::to_string(at) + " is not well-formed UTF-8.");
+}
+
+// 1 for bytes that a JCS string must escape: control characters, '"' and '\'.
+struct EscapeTable {
+    unsigned char t[256];
+    constexpr EscapeTable() : t() {
+        for (int i = 0; i < 0x20; i++)
+            t[i] = 1;
+        t[static_cast<unsigned char>('"')] = 1;
+        t[static_cast<unsigned char>('\\')] = 1;
+    }
+};
+constexpr EscapeTable kEscape;
+
+// Appends the JCS (ECMAScript JSON.stringify) quoted form of UTF-8 s.
+void append_quoted(std::string &out, std::string_view s) {
+    static const char hex[] = "0123456789abcdef";
+    out.push_back('"');
+    const char *p = s.data();
+    const char *end = p + s.size();
+    const char *run = p;
+    while (p < end) {
+        unsigned char c = static_cast<unsigned char>(*p);
+        if (!kEscape.t[c]) {
+            p++;
+            continue;
+        }
+        out.append(run, p - run);
+        switch (c) {
+        case '"':
+            out.append("\\\"", 2);
+            break;
+        case '\\':
+            out.append("\\\\", 2);
+            break;
+        case '\b':
+            out.append("\\b", 2);
+            break;
+        case '\f':
+            out.append("\\f", 2);
+            break;
+        case '\n':
+            out.append("\\n", 2);
+            break;
+        case '\r':
+            out.append("\\r", 2);
+            break;
+        case '\t':
+            out.append("\\t", 2);
+            break;
+        default: {
+            char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xF]};
+            out.append(u, 6);
+        }
+        }
+        run = ++p;
+    }
+    out.append(run, end - run);
+    out.push_back('"');
+}
+
+// The parts of a JSON number in RFC 8259 syntax.
+struct NumberParts {
+    bool negative = false;
+    std::string_view int_digits; // no leading zeros except a lone "0"
+    std::string_view frac_digits;
+    bool has_exp = false;
+    bool exp_negative = false;
+    std::string_view exp_digits;
+};
+
+[[noreturn]] void bad_number(std::string_view text) {
+    std::string shown(text.substr(0, 64));
+    throw Error(kMalformed, "invalid JSON number",
+                "The text \"" + shown + "\" is not a JSON number.",
+                "JSON numbers look like -12.5e3; NaN and Infinity are not JSON.");
+}
+
+NumberParts split_number(std::string_view t) {
+    NumberParts n;
+    size_t i = 0, len = t.size();
+    auto digit = [&](size_t k) { return k < len && t[k] >= '0' && t[k] <= '9'; };
+    if (i < len && t[i] == '-') {
+        n.negative = true;
+        i++;
+    }
+    size_t s = i;
+    if (!digit(i))
+        bad_number(t);
+    if (t[i] == '0') {
+        i++;
+    } else {
+        while (digit(i))
+            i++;
+    }
+    n.int_digits = t.substr(s, i - s);
+    if (i < len && t[i] == '.') {
+        i++;
+        s = i;
+        if (!digit(i))
+            bad_number(t);
+        while (digit(i))
+            i++;
+        n.frac_digits = t.substr(s, i - s);
+    }
+    if (i < len && (t[i] == 'e' || t[i] == 'E')) {
+        n.has_exp = true;
+        i++;
+        if (i < len && (t[i] == '+' || t[i] == '-')) {
+            n.exp_negative = t[i] == '-';
+            i++;
+        }
+        s = i;
+        if (!digit(i))
+            bad_number(t);
+        while (digit(i))
+            i++;
+        n.exp_digits = t.substr(s, i - s);
+    }
+    if (i != len)
+        bad_number(t);
+    return n;
+}
+
+// Exponent digits as a number, saturating at 10^15 (far beyond any meaningful exponent).
+int64_t exp_value(const NumberParts &n) {
+    int64_t e = 0;
+    for (char c : n.exp_digits) {
+        e = e * 10 + (c - '0');
+        if (e > 1000000000000000LL) {
+            e = 1000000000000000LL;
+            break;
+        }
+    }
+    return n.exp_negative ? -e : e;
+}
+
+// ECMAScript Number::toString layout for significant digits d (k digits, no leading or
+// trailing zeros) whose decimal point sits n digits from the left: value = 0.d * 10^n.
+void layout(std::string &out, bool negative, const char *d, size_t k, int64_t n) {
+    if (negative)
+        out.push_back('-');
+    int64_t kk = static_cast<int64_t>(k);
+    if (kk <= n && n <= 21) {
+        out.append(d, k);
+        out.append(static_cast<size_t>(n - kk), '0');
+    } else if (0 < n && n <= 21) {
+        out.append(d, static_cast<size_t>(n));
+        out.push_back('.');
+        out.append(d + n, k - static_cast<size_t>(n));
+    } else if (-6 < n && n <= 0) {
+        out.append("0.", 2);
+        out.append(static_cast<size_t>(-n), '0');
+        out.append(d, k);
+    } else {
+        out.push_back(d[0]);
+        if (k > 1) {
+            out.push_back('.');
+            out.append(d + 1, k - 1);
+        }
+        int64_t e = n - 1;
+        out.push_back('e');
+        out.push_back(e < 0 ? '-' : '+');
+        char buf[24];
+        auto r = std::to_chars(buf, buf + sizeof buf, e < 0 ? -e : e);
+        out.append(buf, r.ptr - buf);
+    }
+}
+
+// Exact-mode canonical number: every significant digit kept, ES layout.
+void format_exact(const NumberParts &n, std::string &out) {
+    // Significant digits = int_digits ++ frac_digits without leading/trailing zeros.
+    std::string_view a = n.int_digits, b = n.frac_digits;
+    int64_t point = static_cast<int64_t>(a.size()) + exp_value(n); // decimal point after `point`
+    std::string digits;
+    digits.reserve(a.size() + b.size());
+    digits.append(a.data(), a.size());
+    digits.append(b.data(), b.size());
+    size_t z = 0;
+    while (z < digits.size() && digits[z] == '0')
+        z++;
+    if (z == digits.size()) {
+        out.push_back('0'); // 0, -0, 0.000e5 ...
+        return;
+    }
+    size_t e = digits.size();
+    while (digits[e - 1] == '0')
+        e--;
+    int64_t np = point - static_cast<int64_t>(z);
+    if (np > 1000000000000LL || np < -1000000000000LL)
+        throw Error(sqlstate::numeric_value_out_of_range, "JSON number exponent out of range",
+                    "Exponents beyond 10^12 are not supported.");
+    layout(out, n.negative, digits.data() + z, e - z, np);
+}
+
+// Decimal exponent of the first significant digit (value ~ d.ddd * 10^result); the number must
+// have a non-zero digit.
+int64_t sci_exponent(const NumberParts &n) {
+    int64_t point = static_cast<int64_t>(n.int_digits.size()) + exp_value(n);
+    size_t z = 0;
+    for (char c : n.int_digits) {
+        if (c != '0')
+            return point - static_cast<int64_t>(z) - 1;
+        z++;
+    }
+    for (char c : n.frac_digits) {
+        if (c != '0')
+            return point - static_cast<int64_t>(z) - 1;
+        z++;
+    }
+    return 0;
+}
+
+void format_strict(std::string_view text, const NumberParts &n, std::string &out) {
+    // Integers of up to 15 digits are exact doubles that ECMAScript prints unchanged.
+    if (n.frac_digits.empty() && !n.has_exp && n.int_digits.size() <= 15) {
+        if (n.int_digits == "0")
+            out.push_back('0'); // also -0
+        else
+            out.append(text.data(), text.size());
+        return;
+    }
+    double v = 0;
+    auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (r.ec == std::errc::result_out_of_range) {
+        if (sci_exponent(n) < 0) {
+            out.push_back('0'); // underflows to (-)0 as in ECMAScript
+            return;
+        }
+        std::string shown(text.substr(0, 64));
+        throw Error(sqlstate::numeric_value_out_of_range,
+                    "JSON number is out of range for RFC 8785",
+                    "The number " + shown + " exceeds the largest IEEE-754 double.",
+                    "Use exact_numbers => true to fingerprint it exactly.");
+    }
+    if (r.ec != std::errc() || r.ptr != text.data() + text.size())
+        bad_number(text);
+    format_double(v, out);
+}
+
+} // namespace
+
+void format_double(double v, std::string &out) {
+    if (v == 0) {
+        out.push_back('0');
+        return;
+    }
+    if (!(v - v == 0))
+        throw Error(sqlstate::numeric_value_out_of_range, "NaN and Infinity are not JSON numbers");
+    bool neg = v < 0;
+    if (neg)
+        v = -v;
+    char buf[40];
+    auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+    // buf = d[.ddd]e(+|-)xx
+    char digits[24];
+    size_t k = 0;
+    const char *p = buf;
+    digits[k++] = *p++;
+    if (*p == '.') {
+        p++;
+        while (*p != 'e')
+            digits[k++] = *p++;
+    }
+    p++; // 'e'
+    bool eneg = *p == '-';
+    p++;
+    int e = 0;
+    while (p < r.ptr)
+        e = e * 10 + (*p++ - '0');
+    if (eneg)
+        e = -e;
+    layout(out, neg, digits, k, static_cast<int64_t>(e) + 1);
+}
+
+void format_number(std::string_view text, bool exact, std::string &out) {
+    NumberParts n = split_number(text);
+    if (exact)
+        format_exact(n, out);
+    else
+        format_strict(text, n, out);
+}
+
+int compare_utf16(std::string_view a, std::string_view b) noexcept {
+    size_t n = std::min(a.size(), b.size());
+    const auto *x = reinterpret_cast<const unsigned char *>(a.data());
+    const auto *y = reinterpret_cast<const unsigned char *>(b.data());
+    size_t i = 0;
+    while (i < n && x[i] == y[i])
+        i++;
+    if (i == n)
+        return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
+    unsigned cx = x[i], cy = y[i];
+    // UTF-8 byte order is code point order; UTF-16 puts U+E000..U+FFFF (lead bytes EE, EF)
+    // after the supplementary planes (lead bytes F0..F4, surrogate pairs D800..DFFF).
+    if (cx >= 0xEE && cy >= 0xEE) {
+        if (cx == 0xEE || cx == 0xEF)
+            cx += 0x10;
+        if (cy == 0xEE || cy == 0xEF)
+            cy += 0x10;
+    }
+    return cx < cy ? -1 : 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CanonicalWriter
+
+struct CanonicalWriter::Member {
+    size_t key_off;
+    size_t key_len;
+    size_t start; // out_ offset of the escaped name (after any comma)
+    size_t end;   // out_ offset after the value
+    bool kept;
+};
+
+struct CanonicalWriter::Frame {
+    bool object = false;
+    bool drop = false;    // this container is removed by a filter
+    bool partial = false; // include filter: only children on include paths are kept
+    size_t open_pos = 0;  // out_ offset after '{' or '['
+    size_t value_start = 0;
+    size_t members_begin = 0;
+    size_t keys_begin = 0;
+    uint32_t kept = 0;
+    int64_t next_index = 0;
+    std::vector<uint32_t> ex, in; // exclude/include paths matched so far and longer than here
+};
+
+CanonicalWriter::CanonicalWriter(Options opts) {
+    reset(std::move(opts));
+}
+CanonicalWriter::~CanonicalWriter() = default;
+
+static std::vector<std::vector<int64_t>> path_indices(const std::vector<Path> &paths) {
+    std::vector<std::vector<int64_t>> r;
+    r.reserve(paths.size());
+    for (const Path &p : paths) {
+        std::vector<int64_t> v;
+        v.reserve(p.size());
+        for (const std::string &el : p) {
+            int64_t idx = -1;
+            if (!el.empty() && el.size() <= 18 &&
+                std::all_of(el.begin(), el.end(), [](char c) { return c >= '0' && c <= '9'; }))
+                idx = std::stoll(el);
+            v.push_back(idx);
+        }
+        r.push_back(std::move(v));
+    }
+    return r;
+}
+
+void CanonicalWriter::reset(Options opts) {
+    for (const Path &p : opts.exclude)
+        if (p.empty())
+            throw Error(sqlstate::invalid_parameter_value, "an exclude path must not be empty",
+                        "Excluding the empty path would remove the whole document.");
+    opts_ = std::move(opts);
+    ex_idx_ = path_indices(opts_.exclude);
+    in_idx_ = path_indices(opts_.include);
+    reset();
+}
+
+void CanonicalWriter::reset() {
+    filtering_ = !opts_.exclude.empty() || !opts_.include.empty();
+    done_ = false;
+    expect_key_ = false;
+    depth_ = 0;
+    ticks_ = 0;
+    // Keep the buffers' capacity for reuse, but not after a huge document.
+    constexpr size_t kKeep = size_t(1) << 20;
+    if (out_.capacity() > kKeep)
+        std::string().swap(out_);
+    if (scratch_.capacity() > kKeep)
+        std::string().swap(scratch_);
+    if (keys_.capacity() > kKeep)
+        std::string().swap(keys_);
+    out_.clear();
+    scratch_.clear();
+    keys_.clear();
+    members_.clear();
+}
+
+void CanonicalWriter::misuse(const char *what) const {
+    throw std::logic_error(std::string("CanonicalWriter: ") + what);
+}
+
+void CanonicalWriter::tick() {
+    if (++ticks_ >= 4096) {
+        ticks_ = 0;
+        if (opts_.interrupted != nullptr && opts_.interrupted())
+            throw Interrupted();
+    }
+}
+
+// Computes the filter state (pend_*) of the child `name` (object member) or `index` (array
+// element) of parent, whose children have path length depth_.
+void CanonicalWriter::child_filter(const Frame &parent, std::string_view name, int64_t index) {
+    pend_drop_ = parent.drop;
+    pend_partial_ = false;
+    if (!filtering_)
+        return;
+    pend_ex_.clear();
+    pend_in_.clear();
+    const size_t k = depth_ - 1; // path element compared at this level
+    const size_t len = depth_;   // path length of the child
+    auto match = [&](const std::vector<Path> &paths, const std::vector<std::vector<int64_t>> &idx,
+                     uint32_t i) {
+        return parent.object ? paths[i][k] == name : idx[i][k] == index;
+    };
+    for (uint32_t i : parent.ex) {
+        if (!match(opts_.exclude, ex_idx_, i))
+            continue;
+        if (opts_.exclude[i].size() == len)
+            pend_drop_ = true;
+        else
+            pend_ex_.push_back(i);
+    }
+    if (parent.partial) {
+        bool full = false;
+        for (uint32_t i : parent.in) {
+            if (!match(opts_.include, in_idx_, i))
+                continue;
+            if (opts_.include[i].size() == len)
+                full = true;
+            else
+                pend_in_.push_back(i);
+        }
+        if (full)
+            pend_partial_ = false;
+        else if (!pend_in_.empty())
+            pend_partial_ = true;
+        else
+            pend_drop_ = true;
+    }
+}
+
+// Called before any value: handles the root, array elements and commas.
+void CanonicalWriter::before_value() {
+    tick();
+    if (depth_ == 0) {
+        if (done_)
+            misuse("a second top-level value");
+        pend_drop_ = false;
+        pend_partial_ = false;
+        pend_start_ = 0;
+        if (filtering_) {
+            pend_ex_.clear();
+            pend_in_.clear();
+            for (uint32_t i = 0; i < opts_.exclude.size(); i++)
+                pend_ex_.push_back(i);
+            bool whole = false;
+            for (uint32_t i = 0; i < opts_.include.size(); i++) {
+                if (opts_.include[i].empty())
+                    whole = true;
+                else
+                    pend_in_.push_back(i);
+            }
+            pend_partial_ = !opts_.include.empty() && !whole;
+        }
+        return;
+    }
+    Frame &f = frames_[depth_ - 1];
+    if (f.object) {
+        if (expect_key_)
+            misuse("a value where a member name is expected");
+        return; // key() has prepared the member
+    }
+    pend_start_ = out_.size();
+    if (f.kept > 0)
+        out_.push_back(',');
+    child_filter(f, {}, f.next_index++);
+}
+
+// Records that the current child value (written from out_ offset start) is complete.
+void CanonicalWriter::child_done(bool kept, size_t start) {
+    if (depth_ == 0) {
+        done_ = true;
+        return;
+    }
+    Frame &f = frames_[depth_ - 1];
+    if (kept)
+        f.kept++;
+    else
+        out_.resize(start);
+    if (f.object) {
+        Member &m = members_.back();
+        m.kept = kept;
+        m.end = out_.size();
+        expect_key_ = true;
+    }
+}
+
+void CanonicalWriter::push_frame(bool object) {
+    if (depth_ >= opts_.max_depth)
+        throw Error(sqlstate::statement_too_complex, "JSON nesting is too deep",
+                    "More than " + std::to_string(opts_.max_depth) + " nested arrays or objects.");
+    if (frames_.size() == depth_)
+        frames_.emplace_back();
+    Frame &f = frames_[depth_];
+    f.object = object;
+    f.drop = pend_drop_;
+    f.partial = pend_partial_;
+    f.value_start = pend_start_;
+    out_.push_back(object ? '{' : '[');
+    f.open_pos = out_.size();
+    f.members_begin = members_.size();
+    f.keys_begin = keys_.size();
+    f.kept = 0;
+    f.next_index = 0;
+    if (filtering_) {
+        f.ex.swap(pend_ex_);
+        f.in.swap(pend_in_);
+    }
+    depth_++;
+    expect_key_ = object;
+}
+
+void CanonicalWriter::begin_object() {
+    before_value();
+    push_frame(true);
+}
+
+void CanonicalWriter::begin_array() {
+    before_value();
+    push_frame(false);
+}
+
+void CanonicalWriter::key(std::string_view name) {
+    tick();
+    if (depth_ == 0 || !frames_[depth_ - 1].object || !expect_key_)
+        misuse("a member name outside an object");
+    if (validate_utf8_) {
+        size_t bad = find_bad_utf8(name);
+        if (bad != std::string_view::npos)
+            bad_utf8(bad);
+    }
+    Frame &f = frames_[depth_ - 1];
+    pend_start_ = out_.size();
+    if (f.kept > 0)
+        out_.push_back(',');
+    Member m{keys_.size(), name.size(), out_.size(), 0, false};
+    keys_.append(name.data(), name.size());
+    members_.push_back(m);
+    append_quoted(out_, name);
+    out_.push_back(':');
+    child_filter(f, name, -1);
+    expect_key_ = false;
+}
+
+void CanonicalWriter::end_object() {
+    tick();
+    if (depth_ == 0 || !frames_[depth_ - 1].object || !expect_key_)
+        misuse("end_object without a matching begin_object");
+    Frame &f = frames_[depth_ - 1];
+    Member *mb = members_.data() + f.members_begin;
+    Member *me = members_.data() + members_.size();
+    const char *kb = keys_.data();
+    auto name = [kb](const Member &m) { return std::string_view(kb + m.key_off, m.key_len); };
+    bool ordered = true;
+    for (Member *m = mb + 1; m < me; m++) {
+        if (compare_utf16(name(m[-1]), name(*m)) >= 0) {
+            ordered = false;
+            break;
+        }
+    }
+    if (!ordered) {
+        std::sort(mb, me, [&](const Member &a, const Member &b) {
+            return compare_utf16(name(a), name(b)) < 0;
+        });
+        for (Member *m = mb + 1; m < me; m++) {
+            if (name(m[-1]) == name(*m)) {
+                std::string shown;
+                append_quoted(shown, name(*m).substr(0, 200));
+                throw Error(kMalformed, "duplicate member name in JSON object",
+                            "The name " + shown + " occurs more than once (after unescaping).",
+                            "I-JSON (RFC 7493) forbids duplicate names.");
+            }
+        }
+        scratch_.assign(out_, f.open_pos, std::string::npos);
+        out_.resize(f.open_pos);
+        bool first = true;
+        for (Member *m = mb; m < me; m++) {
+            if (!m->kept)
+                continue;
+            if (!first)
+                out_.push_back(',');
+            first = false;
+            out_.append(scratch_, m->start - f.open_pos, m->end - m->start);
+        }
+    }
+    out_.push_back('}');
+    members_.resize(f.members_begin);
+    keys_.resize(f.keys_begin);
+    bool kept = !f.drop && !(f.partial && f.kept == 0);
+    size_t start = f.value_start;
+    depth_--;
+    expect_key_ = false;
+    child_done(kept || depth_ == 0, start);
+}
+
+void CanonicalWriter::end_array() {
+    tick();
+    if (depth_ == 0 || frames_[depth_ - 1].object)
+        misuse("end_array without a matching begin_array");
+    Frame &f = frames_[depth_ - 1];
+    out_.push_back(']');
+    bool kept = !f.drop && !(f.partial && f.kept == 0);
+    size_t start = f.value_start;
+    depth_--;
+    expect_key_ = false;
+    child_done(kept || depth_ == 0, start);
+}
+
+// Scalars are kept unless a filter drops them; a scalar on an include path that continues
+// deeper does not hold what the path names, so it is dropped (the root is always kept).
+#define IDEM_SCALAR(write)                                                                         \
+    do {                                                                                           \
+        before_value();                                                                            \
+        size_t start_ = pend_start_;                                                               \
+        bool kept_ = depth_ == 0 || (!pend_drop_ && !pend_partial_);                               \
+        write;                                                                                     \
+        child_done(kept_, start_);                                                                 \
+    } while (0)
+
+void CanonicalWriter::string(std::string_view value) {
+    if (validate_utf8_) {
+        size_t bad = find_bad_utf8(value);
+        if (bad != std::string_view::npos)
+            bad_utf8(bad);
+    }
+    IDEM_SCALAR(append_quoted(out_, value));
+}
+
+void CanonicalWriter::number(std::string_view text) {
+    IDEM_SCALAR(format_number(text, opts_.exact_numbers, out_));
+}
+
+void CanonicalWriter::boolean(bool value) {
+    IDEM_SCALAR(value ? out_.append("true", 4) : out_.append("false", 5));
+}
+
+void CanonicalWriter::null() {
+    IDEM_SCALAR(out_.append("null", 4));
+}
+
+#undef IDEM_SCALAR
+
+const std::string &CanonicalWriter::result() const {
+    if (!done_)
+        misuse("result() before the document is complete");
+    return out_;
+}
+
+Digest CanonicalWriter::digest() const {
+    return sha256(result());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parser
+
+namespace {
+
+class Parser {
+  public:
+    Parser(std::string_view text, CanonicalWriter &w)
+        : p_(reinterpret_cast<const unsigned char *>(text.data())), b_(p_), e_(p_ + text.size()),
+          w_(w) {}
+    void run();
+
+  private:
+    [[noreturn]] void fail(const char *msg, const char *hint = nullptr) const {
+        throw Error(kMalformed, msg, "At byte " + std::to_string(p_ - b_) + " of the JSON text.",
+                    hint ? hint : "");
+    }
+    void ws() {
+        while (p_ < e_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t'))
+            p_++;
+    }
+    void string(std::string &out);
+    unsigned hex4();
+    void literal(const char *word, size_t len);
+    void number();
+
+    const unsigned char *p_;
+    const unsigned char *b_;
+    const unsigned char *e_;
+    CanonicalWriter &w_;
+    std::string sbuf_;
+    std::string stack_; // 'o' / 'a' per open container
+};
+
+unsigned Parser::hex4() {
+    if (e_ - p_ < 4)
+        fail("incomplete \\u escape in JSON string");
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned c = p_[i], d;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else
+            fail("invalid \\u escape in JSON string");
+        v = v * 16 + d;
+    }
+    p_ += 4;
+    return v;
+}
+
+void append_utf8(std::string &out, unsigned cp) {
+    if (cp < 0x80) {
+        out.push_back(static_cast<char>(cp));
+    } else if (cp < 0x800) {
+        out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else if (cp < 0x10000) {
+        out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else {
+        out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+}
+
+// Reads a string token (p_ at the opening quote) into out, unescaped.
+void Parser::string(std::string &out) {
+    out.clear();
+    p_++;
+    for (;;) {
+        const unsigned char *run = p_;
+        while (p_ < e_ && *p_ >= 0x20 && *p_ < 0x80 && *p_ != '"' && *p_ != '\\')
+            p_++;
+        out.append(reinterpret_cast<const char *>(run), p_ - run);
+        if (p_ >= e_)
+            fail("unterminated JSON string");
+        unsigned c = *p_;
+        if (c == '"') {
+            p_++;
+            return;
+        }
+        if (c < 0x20)
+            fail("unescaped control character in JSON string",
+                 "Characters below U+0020 must be written as escapes such as \\n or \\u0001.");
+        if (c >= 0x80) {
+            size_t l = utf8_seq_len(p_, e_ - p_);
+            if (l == 0)
+                bad_utf8(p_ - b_);
+            out.append(reinterpret_cast<const char *>(p_), l);
+            p_ += l;
+            continue;
+        }
+        // backslash
+        p_++;
+        if (p_ >= e_)
+            fail("unterminated JSON string");
+        c = *p_++;
+        switch (c) {
+        case '"':
+        case '\\':
+        case '/':
+            out.push_back(static_cast<char>(c));
+            break;
+        case 'b':
+            out.push_back('\b');
+            break;
+        case 'f':
+            out.push_back('\f');
+            break;
+        case 'n':
+            out.push_back('\n');
+            break;
+        case 'r':
+            out.push_back('\r');
+            break;
+        case 't':
+            out.push_back('\t');
+            break;
+        case 'u': {
+            unsigned cp = hex4();
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                if (e_ - p_ >= 2 && p_[0] == '\\' && p_[1] == 'u') {
+                    p_ += 2;
+                    unsigned lo = hex4();
+                    if (lo < 0xDC00 || lo > 0xDFFF) {
+                        p_ -= 6;
+                        fail("lone surrogate in JSON string",
+                             "A \\uD800-\\uDBFF escape must be followed by a \\uDC00-\\uDFFF one.");
+                    }
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                } else {
+                    fail("lone surrogate in JSON string",
+                         "A \\uD800-\\uDBFF escape must be followed by a \\uDC00-\\uDFFF one.");
+                }
+            } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                p_ -= 6;
+                fail("lone surrogate in JSON string",
+                     "A \\uDC00-\\uDFFF escape must follow a \\uD800-\\uDBFF one.");
+            }
+            append_utf8(out, cp);
+            break;
+        }
+        default:
+            p_ -= 2;
+            fail("invalid escape in JSON string");
+        }
+    }
+}
+
+void Parser::literal(const char *word, size_t len) {
+    if (static_cast<size_t>(e_ - p_) < len || std::memcmp(p_, word, len) != 0)
+        fail("invalid JSON literal");
+    p_ += len;
+}
+
+void Parser::number() {
+    const unsigned char *s = p_;
+    if (p_ < e_ && *p_ == '-')
+        p_++;
+    if (p_ < e_ && (*p_ == 'I' || *p_ == 'N'))
+        fail("NaN and Infinity are not JSON numbers", "I-JSON allows only finite numbers.");
+    while (p_ < e_ && ((*p_ >= '0' && *p_ <= '9') || *p_ == '.' || *p_ == 'e' || *p_ == 'E' ||
+                       *p_ == '+' || *p_ == '-'))
+        p_++;
+    std::string_view t(reinterpret_cast<const char *>(s), p_ - s);
+    try {
+        w_.number(t);
+    } catch (const Error &e) {
+        if (std::strcmp(e.sqlstate(), kMalformed) != 0)
+            throw;
+        p_ = s;
+        fail("invalid JSON number");
+    }
+}
+
+void Parser::run() {
+    enum State { Value, Key, After } st = Value;
+    stack_.clear();
+    for (;;) {
+        ws();
+        if (st == Value) {
+            if (p_ >= e_)
+                fail("unexpected end of JSON text");
+            switch (*p_) {
+            case '{':
+                p_++;
+                w_.begin_object();
+                ws();
+                if (p_ < e_ && *p_ == '}') {
+                    p_++;
+                    w_.end_object();
+                    st = After;
+                } else {
+                    stack_.push_back('o');
+                    st = Key;
+                }
+                continue;
+            case '[':
+                p_++;
+                w_.begin_array();
+                ws();
+                if (p_ < e_ && *p_ == ']') {
+                    p_++;
+                    w_.end_array();
+                    st = After;
+                } else {
+                    stack_.push_back('a');
+                    st = Value;
+                }
+                continue;
+            case '"':
+                string(sbuf_);
+                w_.string(sbuf_);
+                break;
+            case 't':
+                literal("true", 4);
+                w_.boolean(true);
+                break;
+            case 'f':
+                literal("false", 5);
+                w_.boolean(false);
+                break;
+            case 'n':
+                literal("null", 4);
+                w_.null();
+                break;
+            case 'N':
+            case 'I':
+                fail("NaN and Infinity are not JSON numbers", "I-JSON allows only finite numbers.");
+            default:
+                if (*p_ == '-' || (*p_ >= '0' && *p_ <= '9')) {
+                    number();
+                    break;
+                }
+                if (*p_ == 0xEF && e_ - p_ >= 3 && p_[1] == 0xBB && p_[2] == 0xBF)
+                    fail("byte order mark in JSON text", "Send JSON text without a BOM.");
+                fail("unexpected character in JSON text");
+            }
+            st = After;
+        } else if (st == Key) {
+            if (p_ >= e_ || *p_ != '"')
+                fail("expected a member name (a string) in JSON object");
+            string(sbuf_);
+            w_.key(sbuf_);
+            ws();
+            if (p_ >= e_ || *p_ != ':')
+                fail("expected ':' after a member name in JSON object");
+            p_++;
+            st = Value;
+        } else { // After
+            if (stack_.empty()) {
+                if (p_ != e_)
+                    fail("unexpected text after the JSON value");
+                return;
+            }
+            if (p_ >= e_)
+                fail("unexpected end of JSON text");
+            char top = stack_.back();
+            if (*p_ == ',') {
+                p_++;
+                st = top == 'o' ? Key : Value;
+            } else if (top == 'o' && *p_ == '}') {
+                p_++;
+                stack_.pop_back();
+                w_.end_object();
+            } else if (top == 'a' && *p_ == ']') {
+                p_++;
+                stack_.pop_back();
+                w_.end_array();
+            } else {
+                fail(top == 'o' ? "expected ',' or '}' in JSON object"
+                                : "expected ',' or ']' in JSON array");
+            }
+        }
+    }
+}
+
+} // namespace
+
+void parse_into(std::string_view text, CanonicalWriter &w) {
+    w.reset();
+    Parser(text, w).run();
+}
+
+std::string canonicalize_text(std::string_view text, const Options &opts) {
+    CanonicalWriter w(opts);
+    parse_into(text, w);
+    return w.result();
+}
+
+Digest fingerprint_text(std::string_view text, const Options &opts) {
+    CanonicalWriter w(opts);
+    parse_into(text, w);
+    return w.digest();
+}
+
+} // namespace idem::jcs

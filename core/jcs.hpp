@@ -1,0 +1,129 @@
+// RFC 8785 JSON Canonicalization Scheme (JCS): a streaming canonical writer, a strict I-JSON
+// (RFC 7493) parser for raw JSON text, ECMAScript number formatting, an exact-number mode and
+// include/exclude path filters. Server-independent (never includes postgres.h).
+//
+// Limits: nesting deeper than Options::max_depth (default 1000) raises SQLSTATE 54001. Nothing
+// recurses: the parser and the writer keep explicit stacks, so depth never threatens the C stack.
+#pragma once
+
+#include "crypto.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace idem::jcs {
+
+// A path as the #> operator takes it: object member names, or array indices written in decimal.
+using Path = std::vector<std::string>;
+
+struct Options {
+    // false: RFC 8785 exactly (numbers are IEEE-754 doubles printed as ECMAScript does).
+    // true: exact-number mode: the decimal value is kept exactly (distinct values give distinct
+    // text), printed with ECMAScript's layout rules and all significant digits.
+    bool exact_numbers = false;
+    // Nesting deeper than this raises 54001.
+    unsigned max_depth = 1000;
+    // Polled every few thousand tokens; returning true makes the work throw idem::Interrupted.
+    bool (*interrupted)() = nullptr;
+    // Members/elements at these paths are removed before canonicalisation.
+    std::vector<Path> exclude;
+    // When non-empty, only these paths (and their ancestors) are kept. An empty list means "no
+    // include filter" (never "keep nothing").
+    std::vector<Path> include;
+};
+
+// Builds canonical JSON from a stream of events. Object members are buffered and sorted by
+// their names' UTF-16 code units at end_object; duplicate names raise 22P02. Strings must be
+// UTF-8: the writer checks them only when set_validate_utf8(true) (the parser always does).
+// Reusable: reset() keeps the buffers' capacity.
+class CanonicalWriter {
+  public:
+    explicit CanonicalWriter(Options opts = {});
+    ~CanonicalWriter();
+    CanonicalWriter(const CanonicalWriter &) = delete;
+    CanonicalWriter &operator=(const CanonicalWriter &) = delete;
+
+    // Starts a new document with new options (buffers are kept).
+    void reset(Options opts);
+    // Starts a new document with the current options.
+    void reset();
+    const Options &options() const noexcept { return opts_; }
+    // When true, string() and key() check that their bytes are well-formed UTF-8 (22021).
+    void set_validate_utf8(bool v) noexcept { validate_utf8_ = v; }
+
+    void begin_object();
+    void key(std::string_view name); // unescaped UTF-8
+    void end_object();
+    void begin_array();
+    void end_array();
+    void string(std::string_view value); // unescaped UTF-8
+    // A JSON number in RFC 8259 syntax (e.g. numeric_out's text); 22P02 if malformed,
+    // 22003 if it overflows a double in strict mode.
+    void number(std::string_view text);
+    void boolean(bool value);
+    void null();
+
+    // True once a complete top-level value has been written.
+    bool done() const noexcept { return done_; }
+    // The canonical UTF-8 text; valid until the next reset. Throws if the document is incomplete.
+    const std::string &result() const;
+    // SHA-256 of result().
+    Digest digest() const;
+
+  private:
+    struct Frame;
+    struct Member;
+    void before_value();
+    void child_filter(const Frame &parent, std::string_view name, int64_t index);
+    void child_done(bool kept, size_t start);
+    void push_frame(bool object);
+    void tick();
+    void write_string(std::string_view s);
+    [[noreturn]] void misuse(const char *what) const;
+
+    Options opts_;
+    bool validate_utf8_ = false;
+    bool done_ = false;
+    bool filtering_ = false;
+    bool expect_key_ = false;
+    unsigned ticks_ = 0;
+    std::string out_;
+    std::string keys_;    // unescaped member names of the open objects
+    std::string scratch_; // used when members are reordered
+    std::vector<Member> members_;
+    std::vector<Frame> frames_; // frames_[0..depth_) are live; kept for their capacity
+    size_t depth_ = 0;
+    // Filter state of the value about to be written (computed in key()/before_value()).
+    std::vector<uint32_t> pend_ex_, pend_in_;
+    bool pend_drop_ = false;
+    bool pend_partial_ = false;
+    size_t pend_start_ = 0;
+    // Array indices parsed from the paths (-1 when the element is not an index).
+    std::vector<std::vector<int64_t>> ex_idx_, in_idx_;
+};
+
+// Parses raw JSON text strictly (RFC 8259 grammar, I-JSON: no duplicate member names after
+// unescaping, no lone surrogates, well-formed UTF-8, no NaN/Infinity, numbers within double
+// range in strict mode) and feeds it to w. w is reset with its current options first.
+void parse_into(std::string_view text, CanonicalWriter &w);
+
+// The canonical form of raw JSON text.
+std::string canonicalize_text(std::string_view text, const Options &opts = {});
+
+// SHA-256 of the canonical form of raw JSON text.
+Digest fingerprint_text(std::string_view text, const Options &opts = {});
+
+// ECMAScript Number.prototype.toString of a finite double (RFC 8785 §3.2.2.3); -0 gives "0".
+// Appends to out.
+void format_double(double v, std::string &out);
+
+// Appends the canonical number for JSON number text (strict or exact mode) to out.
+void format_number(std::string_view text, bool exact, std::string &out);
+
+// Three-way comparison of two UTF-8 strings by their UTF-16 code units (RFC 8785 §3.2.3).
+int compare_utf16(std::string_view a, std::string_view b) noexcept;
+
+} // namespace idem::jcs
