@@ -20,14 +20,16 @@ Digest sha256(std::string_view data) {
 }
 
 Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
-    if (ctx_ == nullptr || EVP_DigestInit_ex(static_cast<EVP_MD_CTX *>(ctx_), EVP_sha256(),
-                                             nullptr) != 1) {
+    if (ctx_ == nullptr ||
+        EVP_DigestInit_ex(static_cast<EVP_MD_CTX *>(ctx_), EVP_sha256(), nullptr) != 1) {
         EVP_MD_CTX_free(static_cast<EVP_MD_CTX *>(ctx_));
         throw std::runtime_error("OpenSSL SHA-256 init failed");
     }
 }
 
-Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX *>(ctx_)); }
+Sha256::~Sha256() {
+    EVP_MD_CTX_free(static_cast<EVP_MD_CTX *>(ctx_));
+}
 
 // Feeds more bytes into the running digest.
 void Sha256::update(const void *data, size_t len) {

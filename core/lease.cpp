@@ -45,16 +45,14 @@ ClaimTimes claim_times(int64_t now, int64_t lease_usec, int64_t ttl_usec) {
 // Scope/key validation: non-empty and bounded.
 void validate_name(const char *what, size_t len, size_t max_bytes) {
     if (len == 0)
-        throw Error(sqlstate::invalid_parameter_value, std::string(what) + " must not be empty",
-                    {},
+        throw Error(sqlstate::invalid_parameter_value, std::string(what) + " must not be empty", {},
                     std::string("A request without an Idempotency-Key must be rejected (HTTP "
                                 "400), not claimed with an empty ") +
                         what + ".");
     if (len > max_bytes)
-        throw Error(sqlstate::string_data_right_truncation,
-                    std::string(what) + " is too long",
-                    std::string(what) + " has " + std::to_string(len) +
-                        " bytes; the maximum is " + std::to_string(max_bytes) + " bytes.");
+        throw Error(sqlstate::string_data_right_truncation, std::string(what) + " is too long",
+                    std::string(what) + " has " + std::to_string(len) + " bytes; the maximum is " +
+                        std::to_string(max_bytes) + " bytes.");
 }
 
 // Fingerprint length validation (1..64 bytes).

@@ -47,11 +47,11 @@ enum class Status { Processing, Completed, Failed };
 // What a claim found in an existing row.
 struct RecordState {
     Status status;
-    bool retryable;         // for Failed: the failure allows a new attempt
-    int32_t attempt;        // the current fencing token
-    bool has_lease;         // lease_expires is set (Processing rows)
-    int64_t lease_expires;  // when the owner's lease ends
-    int64_t expires;        // end of the record's TTL
+    bool retryable;        // for Failed: the failure allows a new attempt
+    int32_t attempt;       // the current fencing token
+    bool has_lease;        // lease_expires is set (Processing rows)
+    int64_t lease_expires; // when the owner's lease ends
+    int64_t expires;       // end of the record's TTL
 };
 
 enum class ClaimDecision {

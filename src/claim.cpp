@@ -50,15 +50,14 @@ enum RecordCol {
     C_UPDATED,
     C_NCOLS = C_UPDATED
 };
-#define WHERE_KEY                                                                                  \
-    " WHERE r.scope OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2"
+#define WHERE_KEY " WHERE r.scope OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2"
 
 const char *const SQL_INSERT =
     "INSERT INTO idempotency.records AS r (scope, key, status, fingerprint, attempt, "
     "created_at, updated_at, lease_expires_at, expires_at) "
     "VALUES ($1, $2, 'processing', $3, 1, $4, $4, $5, $6) ON CONFLICT (scope, key) DO NOTHING";
-const Oid INSERT_TYPES[] = {TEXTOID, TEXTOID, BYTEAOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
-                            TIMESTAMPTZOID};
+const Oid INSERT_TYPES[] = {TEXTOID,        TEXTOID,        BYTEAOID,
+                            TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
 const char *const SQL_LOCK =
     "SELECT " RECORD_COLUMNS " FROM idempotency.records r" WHERE_KEY " FOR UPDATE";
@@ -95,18 +94,17 @@ const char *const SQL_HEARTBEAT =
     " AND r.attempt OPERATOR(pg_catalog.=) $3 AND r.status OPERATOR(pg_catalog.=) 'processing'";
 const Oid HEARTBEAT_TYPES[] = {TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
-SPIPlanPtr plan_insert, plan_lock, plan_lock_skip, plan_get, plan_take, plan_finish,
-    plan_heartbeat;
+SPIPlanPtr plan_insert, plan_lock, plan_lock_skip, plan_get, plan_take, plan_finish, plan_heartbeat;
 
 // Raises 22004 for a NULL argument.
 void require_arg(FunctionCallInfo fcinfo, int argno, const char *name) {
     if (PG_ARGISNULL(argno))
-        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-                        errmsg("%s must not be null", name),
-                        strcmp(name, "key") == 0
-                            ? errhint("A request without an Idempotency-Key must be rejected "
-                                      "(HTTP 400), not claimed.")
-                            : 0));
+        ereport(ERROR,
+                (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not be null", name),
+                 strcmp(name, "key") == 0
+                     ? errhint("A request without an Idempotency-Key must be rejected "
+                               "(HTTP 400), not claimed.")
+                     : 0));
 }
 
 // Validated scope and key arguments (arguments 0 and 1 of every function here).
@@ -168,6 +166,16 @@ bool bytea_equal(bool a_null, Datum a, bool b_null, Datum b) {
         return a_null == b_null;
     bytea *x = DatumGetByteaPP(a);
     bytea *y = DatumGetByteaPP(b);
+    return VARSIZE_ANY_EXHDR(x) == VARSIZE_ANY_EXHDR(y) &&
+           memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
+}
+
+// NULL-aware byte-wise equality of two text values (no collation is involved).
+bool text_equal(bool a_null, Datum a, bool b_null, Datum b) {
+    if (a_null || b_null)
+        return a_null == b_null;
+    text *x = DatumGetTextPP(a);
+    text *y = DatumGetTextPP(b);
     return VARSIZE_ANY_EXHDR(x) == VARSIZE_ANY_EXHDR(y) &&
            memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
 }
@@ -410,8 +418,8 @@ namespace {
 // Why a complete/fail/heartbeat of (scope, key, attempt) matched no processing row: raises
 // the documented error, or returns when the call repeats what is already stored (a no-op).
 void explain_refusal(Datum *keyv, int32 attempt, const char *action, bool is_finish,
-                     const char *target_status, bool target_retryable, bool rid_null,
-                     Datum rid, bool resp_null, Datum resp, bool st_null, Datum status) {
+                     const char *target_status, bool target_retryable, bool rid_null, Datum rid,
+                     bool resp_null, Datum resp, bool st_null, Datum status) {
     saved_plan(&plan_get, SQL_GET, 2, KEY_TYPES);
     if (exec(plan_get, keyv, nullptr, false, 1) == 0)
         ereport(ERROR, (errcode(IK_NOT_FOUND), errmsg("idempotency key not found"),
@@ -435,18 +443,15 @@ void explain_refusal(Datum *keyv, int32 attempt, const char *action, bool is_fin
     }
     const char *stored = st.status == idem::Status::Completed ? "completed" : "failed";
     if (st.attempt != attempt)
-        ereport(ERROR,
-                (errcode(IK_FINISHED), errmsg("the operation was already %s by attempt %d",
-                                              stored, st.attempt),
-                 errdetail("Attempt %d no longer owns this key.", attempt),
-                 errhint("Do not report this attempt's result; replay the stored one.")));
+        ereport(ERROR, (errcode(IK_FINISHED),
+                        errmsg("the operation was already %s by attempt %d", stored, st.attempt),
+                        errdetail("Attempt %d no longer owns this key.", attempt),
+                        errhint("Do not report this attempt's result; replay the stored one.")));
     if (is_finish) {
         bool isnull;
-        bool same = strcmp(stored, target_status) == 0 &&
-                    st.retryable == target_retryable;
+        bool same = strcmp(stored, target_status) == 0 && st.retryable == target_retryable;
         Datum v = col(0, C_RESOURCE_ID, &isnull);
-        same = same && (isnull == rid_null) &&
-               (isnull || DatumGetBool(DirectFunctionCall2(texteq, v, rid)));
+        same = same && text_equal(isnull, v, rid_null, rid);
         v = col(0, C_RESPONSE, &isnull);
         same = same && jsonb_equal(isnull, v, resp_null, resp);
         v = col(0, C_RESPONSE_STATUS, &isnull);
@@ -478,10 +483,18 @@ Datum finish(FunctionCallInfo fcinfo, const char *target_status, bool retryable,
     idem::pg::SavedUser su;
     idem::pg::enter(&su);
     saved_plan(&plan_finish, SQL_FINISH, 9, FINISH_TYPES);
-    Datum v[9] = {scope,  key,  Int32GetDatum(attempt), CStringGetTextDatum(target_status),
-                  BoolGetDatum(retryable), rid, resp, status, TimestampTzGetDatum(now)};
-    char n[9] = {' ', ' ', ' ', ' ', ' ', rid_null ? 'n' : ' ', resp_null ? 'n' : ' ',
-                 st_null ? 'n' : ' ', ' '};
+    Datum v[9] = {scope,
+                  key,
+                  Int32GetDatum(attempt),
+                  CStringGetTextDatum(target_status),
+                  BoolGetDatum(retryable),
+                  rid,
+                  resp,
+                  status,
+                  TimestampTzGetDatum(now)};
+    char n[9] = {
+        ' ', ' ', ' ', ' ', ' ', rid_null ? 'n' : ' ', resp_null ? 'n' : ' ', st_null ? 'n' : ' ',
+        ' '};
     bool stored = exec(plan_finish, v, n, false, 0) == 1;
     if (!stored) {
         Datum keyv[2] = {scope, key};
@@ -523,8 +536,7 @@ IDEM_PG_FUNCTION(idem_heartbeat) {
                   TimestampTzGetDatum(times.lease_expires)};
     if (exec(plan_heartbeat, v, nullptr, false, 0) != 1) {
         Datum keyv[2] = {scope, key};
-        explain_refusal(keyv, attempt, "extend", false, nullptr, false, true, 0, true, 0, true,
-                        0);
+        explain_refusal(keyv, attempt, "extend", false, nullptr, false, true, 0, true, 0, true, 0);
     }
     idem::pg::leave(&su);
     PG_RETURN_TIMESTAMPTZ(times.lease_expires);
@@ -547,17 +559,17 @@ IDEM_PG_FUNCTION(idem_lookup) {
         Datum values[C_NCOLS];
         bool nulls[C_NCOLS];
         static const int16 lens[C_NCOLS] = {-1, 1, -1, 4, -1, -1, 4, 8, 8, 8, 8};
-        static const bool byvals[C_NCOLS] = {false, true, false, true, true,
-                                             false, true, true,  true, true, true};
+        static const bool byvals[C_NCOLS] = {false, true, false, true, true, false,
+                                             true,  true, true,  true, true};
         // Output columns: status, fingerprint, attempt, resource_id, response, response_status,
         // created_at, updated_at, lease_expires_at, expires_at.
-        static const int order[10] = {C_STATUS,   C_FINGERPRINT,   C_ATTEMPT, C_RESOURCE_ID,
-                                      C_RESPONSE, C_RESPONSE_STATUS, C_CREATED, C_UPDATED,
+        static const int order[10] = {C_STATUS,        C_FINGERPRINT,     C_ATTEMPT, C_RESOURCE_ID,
+                                      C_RESPONSE,      C_RESPONSE_STATUS, C_CREATED, C_UPDATED,
                                       C_LEASE_EXPIRES, C_EXPIRES};
         for (int i = 0; i < 10; i++) {
             int c = order[i];
-            values[i] = copy_col(outer, c, lens[c - 1], byvals[c - 1] && lens[c - 1] > 0,
-                                 &nulls[i]);
+            values[i] =
+                copy_col(outer, c, lens[c - 1], byvals[c - 1] && lens[c - 1] > 0, &nulls[i]);
         }
         MemoryContext old = MemoryContextSwitchTo(outer);
         tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

@@ -29,26 +29,24 @@ void _PG_init(void) {
                             "A processing record whose lease has expired can be reclaimed.",
                             &default_lease_s, 60, 1, INT_MAX, PGC_USERSET, GUC_UNIT_S, nullptr,
                             nullptr, nullptr);
-    DefineCustomIntVariable("idempotency.default_ttl",
-                            "How long a finished Idempotency-Key record is kept for replay.",
-                            "Used when idem_claim gets no ttl argument; past it the record counts "
-                            "as absent and idem_purge may delete it.",
-                            &default_ttl_s, 24 * 3600, 1, INT_MAX, PGC_USERSET, GUC_UNIT_S,
-                            nullptr, nullptr, nullptr);
+    DefineCustomIntVariable(
+        "idempotency.default_ttl", "How long a finished Idempotency-Key record is kept for replay.",
+        "Used when idem_claim gets no ttl argument; past it the record counts "
+        "as absent and idem_purge may delete it.",
+        &default_ttl_s, 24 * 3600, 1, INT_MAX, PGC_USERSET, GUC_UNIT_S, nullptr, nullptr, nullptr);
     DefineCustomIntVariable("idempotency.inbox_ttl",
                             "How long inbox entries are kept for duplicate detection.",
                             "Should cover the broker's redelivery window (DLQ replays, offset "
                             "resets) and the webhook sender's retry schedule.",
                             &inbox_ttl_s, 7 * 24 * 3600, 1, INT_MAX, PGC_USERSET, GUC_UNIT_S,
                             nullptr, nullptr, nullptr);
-    DefineCustomIntVariable("idempotency.inbox_lease",
-                            "Lease given to inbox events taken by idem_inbox_next.", nullptr,
-                            &inbox_lease_s, 60, 1, INT_MAX, PGC_USERSET, GUC_UNIT_S, nullptr,
-                            nullptr, nullptr);
+    DefineCustomIntVariable(
+        "idempotency.inbox_lease", "Lease given to inbox events taken by idem_inbox_next.", nullptr,
+        &inbox_lease_s, 60, 1, INT_MAX, PGC_USERSET, GUC_UNIT_S, nullptr, nullptr, nullptr);
     DefineCustomIntVariable("idempotency.webhook_tolerance",
                             "Largest accepted difference between a webhook's signed timestamp "
                             "and the server clock, in both directions.",
-                            nullptr, &webhook_tolerance_s, 300, 0, INT_MAX, PGC_USERSET,
-                            GUC_UNIT_S, nullptr, nullptr, nullptr);
+                            nullptr, &webhook_tolerance_s, 300, 0, INT_MAX, PGC_USERSET, GUC_UNIT_S,
+                            nullptr, nullptr, nullptr);
     MarkGUCPrefixReserved("idempotency");
 }

@@ -44,7 +44,9 @@ inline void copy_text(char *dst, size_t cap, const char *src) {
 }
 
 // Turns a five-character SQLSTATE into PostgreSQL's packed code.
-inline int sqlstate_code(const char *s) { return MAKE_SQLSTATE(s[0], s[1], s[2], s[3], s[4]); }
+inline int sqlstate_code(const char *s) {
+    return MAKE_SQLSTATE(s[0], s[1], s[2], s[3], s[4]);
+}
 
 // Records the exception currently being handled into pe (called only inside a catch block).
 inline void capture_current_exception(PendingError &pe) noexcept {
@@ -109,7 +111,9 @@ template <typename F> bool run_cpp(PendingError &pe, F &&fn) noexcept {
 
 // True when a query cancel or termination is pending: core loops poll this and throw
 // idem::Interrupted so that the error is raised by CHECK_FOR_INTERRUPTS() outside C++ frames.
-inline bool interrupt_pending() noexcept { return InterruptPending; }
+inline bool interrupt_pending() noexcept {
+    return InterruptPending;
+}
 
 } // namespace idem::pg
 
@@ -118,6 +122,8 @@ inline bool interrupt_pending() noexcept { return InterruptPending; }
     static Datum name##_impl(PG_FUNCTION_ARGS);                                                    \
     extern "C" {                                                                                   \
     PG_FUNCTION_INFO_V1(name);                                                                     \
-    Datum name(PG_FUNCTION_ARGS) { return idem::pg::invoke<name##_impl>(fcinfo); }                 \
+    Datum name(PG_FUNCTION_ARGS) {                                                                 \
+        return idem::pg::invoke<name##_impl>(fcinfo);                                              \
+    }                                                                                              \
     }                                                                                              \
     static Datum name##_impl(PG_FUNCTION_ARGS)

@@ -15,7 +15,9 @@ static Oid cached_owner = InvalidOid;
 static bool owner_callback_registered = false;
 
 // Forgets the cached owner when pg_namespace changes.
-static void owner_invalidate(Datum, int, uint32) { cached_owner = InvalidOid; }
+static void owner_invalidate(Datum, int, uint32) {
+    cached_owner = InvalidOid;
+}
 
 // Prepares and keeps a plan the first time it is needed.
 SPIPlanPtr saved_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes) {
@@ -40,9 +42,9 @@ Oid extension_owner() {
     }
     Oid nsp = get_namespace_oid("idempotency", true);
     if (!OidIsValid(nsp))
-        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_SCHEMA),
-                        errmsg("schema \"idempotency\" does not exist"),
-                        errhint("Run CREATE EXTENSION idempotency in this database.")));
+        ereport(ERROR,
+                (errcode(ERRCODE_UNDEFINED_SCHEMA), errmsg("schema \"idempotency\" does not exist"),
+                 errhint("Run CREATE EXTENSION idempotency in this database.")));
     HeapTuple tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
     if (!HeapTupleIsValid(tup))
         elog(ERROR, "cache lookup failed for namespace %u", nsp);

@@ -1,0 +1,181 @@
+-- idem_claim / idem_complete / idem_fail / idem_heartbeat / idem_lookup: every outcome and error.
+\pset null '<NULL>'
+SET client_min_messages = warning;
+
+-- try(sql): runs sql and reports 'ok' or 'SQLSTATE: message'.
+CREATE FUNCTION try(sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE sql;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+CREATE VIEW rec AS
+    SELECT scope, key, status, retryable, fingerprint, attempt, resource_id, response, response_status,
+           lease_expires_at IS NOT NULL AS leased
+    FROM idempotency.records ORDER BY scope, key;
+
+-- claimed: attempt 1, lease and TTL from the settings
+SELECT outcome, attempt, resource_id, response, response_status,
+       lease_expires_at - clock_timestamp() BETWEEN '55 s' AND '60 s' AS lease_60s,
+       expires_at - clock_timestamp() BETWEEN '23:59:50' AND '24:00:00' AS ttl_24h
+FROM idem_claim('user:1/create_payment', 'k1', '\x01');
+-- the settings exist once the library is loaded (the first call, or shared_preload_libraries)
+SHOW idempotency.default_lease;
+SHOW idempotency.default_ttl;
+SHOW idempotency.inbox_ttl;
+-- in_progress: another owner holds the lease
+SELECT outcome, attempt, resource_id, lease_expires_at > now() AS lease_live
+FROM idem_claim('user:1/create_payment', 'k1', '\x01');
+-- mismatch comes first, even while processing
+SELECT outcome, attempt, resource_id, response FROM idem_claim('user:1/create_payment', 'k1', '\x02');
+SELECT outcome FROM idem_claim('user:1/create_payment', 'k1');  -- NULL fingerprint is a value
+-- complete, then replay
+SELECT idem_complete('user:1/create_payment', 'k1', 1, 'pay_1', '{"id": "pay_1", "amount": 100}', 201);
+SELECT outcome, attempt, resource_id, response, response_status, lease_expires_at
+FROM idem_claim('user:1/create_payment', 'k1', '\x01');
+SELECT outcome FROM idem_claim('user:1/create_payment', 'k1', '\x02');
+-- repeating the same complete is a no-op (false); a different result is refused
+SELECT idem_complete('user:1/create_payment', 'k1', 1, 'pay_1', '{"amount": 100, "id": "pay_1"}', 201);
+SELECT try($$SELECT idem_complete('user:1/create_payment', 'k1', 1, 'pay_2', '{}', 201)$$);
+SELECT try($$SELECT idem_complete('user:1/create_payment', 'k1', 2, 'pay_1', '{"id": "pay_1", "amount": 100}', 201)$$);
+SELECT try($$SELECT idem_fail('user:1/create_payment', 'k1', 1)$$);
+SELECT * FROM rec;
+
+-- the same key in another scope is another operation
+SELECT outcome, attempt FROM idem_claim('user:2/create_payment', 'k1', '\x01');
+
+-- lookup: zero or one row
+SELECT status, fingerprint, attempt, resource_id, response, response_status,
+       created_at <= updated_at AS ordered, lease_expires_at, expires_at > now() AS live
+FROM idem_lookup('user:1/create_payment', 'k1');
+SELECT count(*) FROM idem_lookup('user:1/create_payment', 'never-claimed');
+SELECT status, attempt, lease_expires_at > created_at AS leased FROM idem_lookup('user:2/create_payment', 'k1');
+
+-- a NULL-fingerprint record and a retry with a fingerprint are a mismatch
+SELECT outcome FROM idem_claim('s', 'nofp');
+SELECT outcome FROM idem_claim('s', 'nofp', '\xab');
+SELECT outcome FROM idem_claim('s', 'nofp');
+
+-- every kind of stored result replays exactly as stored
+SELECT r, c.outcome, c.attempt FROM (VALUES ('sqlnull'), ('jsonnull'), ('zero'), ('false'), ('obj'), ('arr'), ('str')) v(r), LATERAL idem_claim('results', r) c ORDER BY r;
+SELECT idem_complete('results', 'sqlnull', 1, NULL, NULL, NULL);
+SELECT idem_complete('results', 'jsonnull', 1, '', 'null', 0);
+SELECT idem_complete('results', 'zero', 1, '0', '0', 200);
+SELECT idem_complete('results', 'false', 1, 'f', 'false', 200);
+SELECT idem_complete('results', 'obj', 1, 'o', '{}', 200);
+SELECT idem_complete('results', 'arr', 1, 'a', '[]', 200);
+SELECT idem_complete('results', 'str', 1, 's', '""', 200);
+SELECT r, c.outcome, c.resource_id, c.response, c.response IS NULL AS sql_null,
+       jsonb_typeof(c.response) AS json_type, c.response_status
+FROM (VALUES ('sqlnull'), ('jsonnull'), ('zero'), ('false'), ('obj'), ('arr'), ('str')) v(r),
+     LATERAL idem_claim('results', r) c ORDER BY r;
+-- a repeat of a SQL NULL / JSON null result is recognised as the same call
+SELECT idem_complete('results', 'sqlnull', 1, NULL, NULL, NULL);
+SELECT idem_complete('results', 'jsonnull', 1, '', 'null', 0);
+SELECT try($$SELECT idem_complete('results', 'jsonnull', 1, '', NULL, 0)$$);
+
+-- retryable failure: claimable again at once with the next attempt
+SELECT outcome, attempt FROM idem_claim('fail', 'retry', '\x01');
+SELECT idem_fail('fail', 'retry', 1, true, '{"error": "gateway timeout"}', 504);
+SELECT status, attempt, response, response_status FROM idem_lookup('fail', 'retry');
+SELECT idem_fail('fail', 'retry', 1, true, '{"error": "gateway timeout"}', 504);  -- repeat: no-op
+SELECT outcome, attempt, response FROM idem_claim('fail', 'retry', '\x02');        -- still checked
+SELECT outcome, attempt, response FROM idem_claim('fail', 'retry', '\x01');
+SELECT try($$SELECT idem_complete('fail', 'retry', 1, 'late')$$);                 -- fenced
+SELECT idem_complete('fail', 'retry', 2, 'pay_9', '{"id": "pay_9"}', 201);
+SELECT outcome, attempt, resource_id FROM idem_claim('fail', 'retry', '\x01');
+
+-- permanent failure: stored and replayed like a result
+SELECT outcome, attempt FROM idem_claim('fail', 'final');
+SELECT idem_fail('fail', 'final', 1, false, '{"error": "card declined"}', 402);
+SELECT outcome, attempt, resource_id, response, response_status FROM idem_claim('fail', 'final');
+SELECT l.status, rec.retryable FROM idem_lookup('fail', 'final') l JOIN rec ON rec.scope = 'fail' AND rec.key = 'final';
+SELECT try($$SELECT idem_fail('fail', 'final', 1, true)$$);
+
+-- lease expiry: reclaimed with the next attempt; the old owner is fenced
+SELECT outcome, attempt FROM idem_claim('lease', 'crash', NULL, '10 milliseconds');
+SELECT pg_sleep(0.05);
+SELECT outcome, attempt, lease_expires_at > clock_timestamp() AS leased FROM idem_claim('lease', 'crash', NULL, '1 minute');
+SELECT try($$SELECT idem_complete('lease', 'crash', 1, 'old')$$);
+SELECT try($$SELECT idem_heartbeat('lease', 'crash', 1)$$);
+SELECT try($$SELECT idem_fail('lease', 'crash', 1)$$);
+SELECT idem_complete('lease', 'crash', 2, 'new', '{"ok": true}', 200);
+SELECT try($$SELECT idem_complete('lease', 'crash', 1, 'old')$$);
+SELECT outcome, attempt, resource_id FROM idem_claim('lease', 'crash');
+-- an owner whose lease expired may still finish while nobody took over
+SELECT outcome, attempt FROM idem_claim('lease', 'slow', NULL, '10 milliseconds');
+SELECT pg_sleep(0.05);
+SELECT idem_complete('lease', 'slow', 1, 'done');
+SELECT outcome, attempt, resource_id FROM idem_claim('lease', 'slow');
+
+-- heartbeat extends the lease
+SELECT outcome, attempt FROM idem_claim('hb', 'k', NULL, '1 second');
+SELECT idem_heartbeat('hb', 'k', 1, '1 hour') - clock_timestamp() BETWEEN '59 min' AND '60 min' AS extended;
+SELECT lease_expires_at - clock_timestamp() > '59 min' AS extended, expires_at >= lease_expires_at AS ttl_covers
+FROM idem_lookup('hb', 'k');
+SELECT idem_heartbeat('hb', 'k', 1) - clock_timestamp() BETWEEN '55 s' AND '60 s' AS default_lease;
+SELECT try($$SELECT idem_heartbeat('hb', 'k', 2)$$);
+SELECT try($$SELECT idem_heartbeat('hb', 'missing', 1)$$);
+SELECT try($$SELECT idem_heartbeat('hb', 'k', 1, '0 seconds')$$);
+SELECT idem_complete('hb', 'k', 1);
+SELECT try($$SELECT idem_heartbeat('hb', 'k', 1)$$);
+
+-- TTL: a record past its TTL counts as absent for claim and lookup, even before it is purged
+SELECT outcome, attempt FROM idem_claim('ttl', 'k', '\x01', '10 milliseconds', '20 milliseconds');
+SELECT idem_complete('ttl', 'k', 1, 'old');
+SELECT expires_at - updated_at = '20 milliseconds' AS ttl_from_finish FROM idem_lookup('ttl', 'k');
+SELECT pg_sleep(0.05);
+SELECT count(*) AS visible FROM idem_lookup('ttl', 'k');
+SELECT count(*) AS stored FROM idempotency.records WHERE scope = 'ttl';
+-- claimed anew (no mismatch against the expired fingerprint); the fencing token keeps counting
+SELECT outcome, attempt, resource_id FROM idem_claim('ttl', 'k', '\x02');
+SELECT status, fingerprint, attempt, resource_id FROM idem_lookup('ttl', 'k');
+
+-- per-call arguments override the settings
+SET idempotency.default_lease = '5s';
+SET idempotency.default_ttl = '1h';
+SELECT outcome FROM idem_claim('settings', 'k');
+SELECT lease_expires_at - created_at AS lease, expires_at - created_at AS ttl FROM idem_lookup('settings', 'k');
+SELECT outcome FROM idem_claim('settings', 'k2', NULL, '2 minutes', '2 days');
+SELECT lease_expires_at - created_at AS lease, expires_at - created_at AS ttl FROM idem_lookup('settings', 'k2');
+RESET idempotency.default_lease;
+RESET idempotency.default_ttl;
+SELECT try($$SET idempotency.default_lease = 0$$);
+
+-- bad input: a clear error with its SQLSTATE, and nothing written
+SELECT count(*) AS before FROM idempotency.records \gset
+SELECT try($$SELECT idem_claim(NULL, 'k')$$);
+SELECT try($$SELECT idem_claim('s', NULL)$$);
+SELECT try($$SELECT idem_claim('', 'k')$$);
+SELECT try($$SELECT idem_claim('s', '')$$);
+SELECT try(format('SELECT idem_claim(%L, %L)', 's', repeat('k', 256)));
+SELECT try(format('SELECT idem_claim(%L, %L)', repeat('s', 1025), 'k'));
+SELECT try(format('SELECT idem_claim(%L, %L)', 's', repeat('é', 128)));  -- 256 bytes
+SELECT try($$SELECT idem_claim('s', 'k', '\x')$$);
+SELECT try(format('SELECT idem_claim(%L, %L, %L::bytea)', 's', 'k', '\x' || repeat('00', 65)));
+SELECT try($$SELECT idem_claim('s', 'k', NULL, '0 seconds')$$);
+SELECT try($$SELECT idem_claim('s', 'k', NULL, '-5 seconds')$$);
+SELECT try($$SELECT idem_claim('s', 'k', NULL, '1 minute', '30 seconds')$$);
+SELECT try($$SELECT idem_claim('s', 'k', NULL, NULL, '10 seconds')$$);
+SELECT try($$SELECT idem_claim('s', 'k', NULL, '1 minute', '100000000 years')$$);
+SELECT try($$SELECT idem_complete('s', 'k', NULL)$$);
+SELECT try($$SELECT idem_complete('s', 'k', 0)$$);
+SELECT try($$SELECT idem_complete('s', 'never-claimed', 1)$$);
+SELECT try($$SELECT idem_fail('s', 'never-claimed', 1)$$);
+SELECT try($$SELECT idem_lookup(NULL, 'k')$$);
+SELECT count(*) - :before AS written FROM idempotency.records;
+-- limits are inclusive
+SELECT outcome FROM idem_claim('s', repeat('k', 255), ('\x' || repeat('ff', 64))::bytea);
+SELECT outcome FROM idem_claim(repeat('s', 1024), 'k', '\x00');
+SELECT outcome FROM idem_claim('s', 'century', NULL, '100 years', '100 years');
+
+-- errors in full (message, detail, hint)
+\set SHOW_CONTEXT never
+SELECT idem_complete('lease', 'crash', 1, 'old');
+SELECT idem_claim('s', '');
+SELECT idem_heartbeat('nope', 'k', 1);
+\set VERBOSITY default
+
+-- idem_claim is callable with named arguments
+SELECT outcome, attempt FROM idem_claim(scope => 'named', key => 'k', ttl => '1 day', lease => '10 seconds', wait => false);
