@@ -1,0 +1,408 @@
+// Request fingerprints and related primitives: idem_canonical_json, idem_fingerprint (RFC 8785 +
+// SHA-256), idem_uuid_v7, idem_uuid_v7_time, idem_hmac_sha256, idem_secure_equal.
+//
+// Boundary: the canonical writer (core/jcs.hpp) is one heap object per backend, created with
+// new inside run_cpp and reused (reset() at the start of every call), so no C++ object with a
+// destructor lives in these frames while PostgreSQL code runs. Every call into the core goes
+// through run_cpp; the jsonb walk itself (JsonbIteratorNext, numeric_out, encoding conversion)
+// is plain PostgreSQL code between those calls.
+#include "pg_cpp.hpp"
+
+#include "crypto.hpp"
+#include "jcs.hpp"
+#include "uuid7.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "mb/pg_wchar.h"
+#include "utils/array.h"
+#include "utils/fmgrprotos.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+}
+
+namespace {
+
+using idem::pg::PendingError;
+using idem::pg::raise;
+using idem::pg::run_cpp;
+
+idem::jcs::CanonicalWriter *g_writer = nullptr; // per backend, reused
+idem::UuidV7Generator *g_uuid = nullptr;        // per backend: monotonic within the session
+
+bool interrupted() {
+    return idem::pg::interrupt_pending();
+}
+
+// One path of an exclude/include argument, as plain PostgreSQL memory.
+struct PathSpec {
+    int count;
+    const char **el;
+    int *len;
+};
+struct PathList {
+    int n;
+    PathSpec *paths;
+};
+
+// Reads argument argno (text[] of paths, possibly NULL) into pl. An entry that starts with '{'
+// is a text-array literal ('{meta,trace_id}'); any other entry names one top-level member.
+void collect_paths(FunctionCallInfo fcinfo, int argno, const char *argname, PathList *pl) {
+    pl->n = 0;
+    pl->paths = nullptr;
+    if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+        return;
+    ArrayType *arr = PG_GETARG_ARRAYTYPE_P(argno);
+    if (ARR_NDIM(arr) > 1)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("%s must be a one-dimensional text array", argname)));
+    Datum *elems;
+    bool *nulls;
+    int n;
+    deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+    pl->n = n;
+    pl->paths = static_cast<PathSpec *>(palloc0(sizeof(PathSpec) * (n > 0 ? n : 1)));
+    for (int i = 0; i < n; i++) {
+        if (nulls[i])
+            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                            errmsg("%s must not contain NULL paths", argname)));
+        text *t = DatumGetTextPP(elems[i]);
+        const char *s = VARDATA_ANY(t);
+        int len = VARSIZE_ANY_EXHDR(t);
+        PathSpec *ps = &pl->paths[i];
+        if (len > 0 && s[0] == '{') {
+            char *lit = text_to_cstring(t);
+            ArrayType *pa = DatumGetArrayTypeP(DirectFunctionCall3(
+                array_in, CStringGetDatum(lit), ObjectIdGetDatum(TEXTOID), Int32GetDatum(-1)));
+            if (ARR_NDIM(pa) > 1)
+                ereport(ERROR,
+                        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                         errmsg("path \"%s\" in %s is not a one-dimensional array", lit, argname)));
+            Datum *pe;
+            bool *pn;
+            int pc;
+            deconstruct_array(pa, TEXTOID, -1, false, TYPALIGN_INT, &pe, &pn, &pc);
+            ps->count = pc;
+            ps->el = static_cast<const char **>(palloc(sizeof(char *) * (pc > 0 ? pc : 1)));
+            ps->len = static_cast<int *>(palloc(sizeof(int) * (pc > 0 ? pc : 1)));
+            for (int j = 0; j < pc; j++) {
+                if (pn[j])
+                    ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                                    errmsg("path \"%s\" in %s contains NULL", lit, argname)));
+                text *e = DatumGetTextPP(pe[j]);
+                ps->el[j] = VARDATA_ANY(e);
+                ps->len[j] = VARSIZE_ANY_EXHDR(e);
+            }
+        } else {
+            ps->count = 1;
+            ps->el = static_cast<const char **>(palloc(sizeof(char *)));
+            ps->len = static_cast<int *>(palloc(sizeof(int)));
+            ps->el[0] = s;
+            ps->len[0] = len;
+        }
+    }
+}
+
+// Path elements are compared with the member names as UTF-8.
+const char *to_utf8(const char *s, int len, int *outlen) {
+    if (GetDatabaseEncoding() == PG_UTF8 || GetDatabaseEncoding() == PG_SQL_ASCII) {
+        *outlen = len;
+        return s;
+    }
+    const char *r = pg_server_to_any(s, len, PG_UTF8);
+    *outlen = r == s ? len : static_cast<int>(strlen(r));
+    return r;
+}
+
+void convert_paths(PathList *pl) {
+    for (int i = 0; i < pl->n; i++)
+        for (int j = 0; j < pl->paths[i].count; j++)
+            pl->paths[i].el[j] =
+                to_utf8(pl->paths[i].el[j], pl->paths[i].len[j], &pl->paths[i].len[j]);
+}
+
+std::vector<idem::jcs::Path> to_core_paths(const PathList &pl) {
+    std::vector<idem::jcs::Path> r;
+    r.reserve(pl.n);
+    for (int i = 0; i < pl.n; i++) {
+        idem::jcs::Path p;
+        p.reserve(pl.paths[i].count);
+        for (int j = 0; j < pl.paths[i].count; j++)
+            p.emplace_back(pl.paths[i].el[j], pl.paths[i].len[j]);
+        r.push_back(std::move(p));
+    }
+    return r;
+}
+
+bool get_exact(FunctionCallInfo fcinfo, int argno) {
+    if (PG_NARGS() <= argno)
+        return false;
+    if (PG_ARGISNULL(argno))
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                        errmsg("exact_numbers must not be NULL")));
+    return PG_GETARG_BOOL(argno);
+}
+
+// The per-backend writer, reset for a new document; raises on failure.
+idem::jcs::CanonicalWriter *prepare_writer(bool exact, const PathList *ex, const PathList *in) {
+    PendingError pe;
+    idem::jcs::CanonicalWriter *w = nullptr;
+    bool validate = GetDatabaseEncoding() != PG_UTF8;
+    if (!run_cpp(pe, [&] {
+            if (g_writer == nullptr)
+                g_writer = new idem::jcs::CanonicalWriter();
+            idem::jcs::Options o;
+            o.exact_numbers = exact;
+            o.interrupted = &interrupted;
+            if (ex != nullptr)
+                o.exclude = to_core_paths(*ex);
+            if (in != nullptr)
+                o.include = to_core_paths(*in);
+            g_writer->reset(std::move(o));
+            g_writer->set_validate_utf8(validate);
+            w = g_writer;
+        }))
+        raise(pe);
+    return w;
+}
+
+// Feeds the jsonb document to the writer with PostgreSQL's iterator.
+void walk_jsonb(Jsonb *jb, idem::jcs::CanonicalWriter *w) {
+    JsonbIterator *it = JsonbIteratorInit(&jb->root);
+    JsonbValue v;
+    JsonbIteratorToken tok;
+    PendingError pe;
+    bool raw_scalar = false;
+    uint32 n = 0;
+    const bool convert = GetDatabaseEncoding() != PG_UTF8;
+    while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE) {
+        if ((++n & 4095) == 0)
+            CHECK_FOR_INTERRUPTS();
+        bool ok = true;
+        switch (tok) {
+        case WJB_BEGIN_ARRAY:
+            if (v.val.array.rawScalar) {
+                raw_scalar = true;
+                break;
+            }
+            ok = run_cpp(pe, [&] { w->begin_array(); });
+            break;
+        case WJB_END_ARRAY:
+            if (!raw_scalar)
+                ok = run_cpp(pe, [&] { w->end_array(); });
+            break;
+        case WJB_BEGIN_OBJECT:
+            ok = run_cpp(pe, [&] { w->begin_object(); });
+            break;
+        case WJB_END_OBJECT:
+            ok = run_cpp(pe, [&] { w->end_object(); });
+            break;
+        case WJB_KEY: {
+            int len = v.val.string.len;
+            const char *s = convert ? to_utf8(v.val.string.val, len, &len) : v.val.string.val;
+            ok = run_cpp(pe, [&] { w->key(std::string_view(s, len)); });
+            break;
+        }
+        case WJB_VALUE:
+        case WJB_ELEM:
+            switch (v.type) {
+            case jbvNull:
+                ok = run_cpp(pe, [&] { w->null(); });
+                break;
+            case jbvBool:
+                ok = run_cpp(pe, [&] { w->boolean(v.val.boolean); });
+                break;
+            case jbvString: {
+                int len = v.val.string.len;
+                const char *s = convert ? to_utf8(v.val.string.val, len, &len) : v.val.string.val;
+                ok = run_cpp(pe, [&] { w->string(std::string_view(s, len)); });
+                break;
+            }
+            case jbvNumeric: {
+                char *s = DatumGetCString(
+                    DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric)));
+                ok = run_cpp(pe, [&] { w->number(std::string_view(s, strlen(s))); });
+                pfree(s);
+                break;
+            }
+            default:
+                elog(ERROR, "unexpected jsonb value type %d", static_cast<int>(v.type));
+            }
+            break;
+        default:
+            break;
+        }
+        if (!ok)
+            raise(pe);
+    }
+}
+
+// The raw JSON text argument as UTF-8 bytes.
+const char *text_arg_utf8(FunctionCallInfo fcinfo, int *len) {
+    text *t = PG_GETARG_TEXT_PP(0);
+    return to_utf8(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), len);
+}
+
+void parse_text(idem::jcs::CanonicalWriter *w, const char *s, int len) {
+    PendingError pe;
+    if (!run_cpp(pe, [&] { idem::jcs::parse_into(std::string_view(s, len), *w); }))
+        raise(pe);
+}
+
+Datum digest_result(idem::jcs::CanonicalWriter *w) {
+    PendingError pe;
+    unsigned char d[32];
+    if (!run_cpp(pe, [&] {
+            idem::Digest x = w->digest();
+            memcpy(d, x.data(), sizeof d);
+        }))
+        raise(pe);
+    bytea *r = static_cast<bytea *>(palloc(VARHDRSZ + sizeof d));
+    SET_VARSIZE(r, VARHDRSZ + sizeof d);
+    memcpy(VARDATA(r), d, sizeof d);
+    PG_RETURN_BYTEA_P(r);
+}
+
+Datum text_result(idem::jcs::CanonicalWriter *w) {
+    PendingError pe;
+    const char *data = nullptr;
+    size_t size = 0;
+    if (!run_cpp(pe, [&] {
+            const std::string &r = w->result();
+            data = r.data();
+            size = r.size();
+        }))
+        raise(pe);
+    if (size > MaxAllocSize - VARHDRSZ)
+        ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+                        errmsg("canonical JSON text is too long")));
+    const char *s = data;
+    int len = static_cast<int>(size);
+    if (GetDatabaseEncoding() != PG_UTF8) {
+        s = pg_any_to_server(data, len, PG_UTF8);
+        if (s != data)
+            len = static_cast<int>(strlen(s));
+    }
+    PG_RETURN_TEXT_P(cstring_to_text_with_len(s, len));
+}
+
+bytea *bytea_of(const idem::Digest &d) {
+    bytea *r = static_cast<bytea *>(palloc(VARHDRSZ + d.size()));
+    SET_VARSIZE(r, VARHDRSZ + d.size());
+    memcpy(VARDATA(r), d.data(), d.size());
+    return r;
+}
+
+} // namespace
+
+// idem_canonical_json(jsonb, exact_numbers boolean) -> text: RFC 8785 canonical text.
+IDEM_PG_FUNCTION(idem_canonical_json_jsonb) {
+    bool exact = get_exact(fcinfo, 1);
+    Jsonb *jb = PG_GETARG_JSONB_P(0);
+    idem::jcs::CanonicalWriter *w = prepare_writer(exact, nullptr, nullptr);
+    walk_jsonb(jb, w);
+    return text_result(w);
+}
+
+// idem_canonical_json(text, exact_numbers boolean) -> text: strict I-JSON parse, then RFC 8785.
+IDEM_PG_FUNCTION(idem_canonical_json_text) {
+    bool exact = get_exact(fcinfo, 1);
+    int len;
+    const char *s = text_arg_utf8(fcinfo, &len);
+    idem::jcs::CanonicalWriter *w = prepare_writer(exact, nullptr, nullptr);
+    parse_text(w, s, len);
+    return text_result(w);
+}
+
+// idem_fingerprint(jsonb, exclude text[], include text[], exact_numbers boolean) -> bytea:
+// SHA-256 of the canonical form after the path filters. NULL document -> NULL.
+IDEM_PG_FUNCTION(idem_fingerprint_jsonb) {
+    if (PG_ARGISNULL(0))
+        PG_RETURN_NULL();
+    bool exact = get_exact(fcinfo, 3);
+    PathList ex, in;
+    collect_paths(fcinfo, 1, "exclude", &ex);
+    collect_paths(fcinfo, 2, "include", &in);
+    convert_paths(&ex);
+    convert_paths(&in);
+    Jsonb *jb = PG_GETARG_JSONB_P(0);
+    idem::jcs::CanonicalWriter *w = prepare_writer(exact, &ex, &in);
+    walk_jsonb(jb, w);
+    return digest_result(w);
+}
+
+// idem_fingerprint(text, exclude text[], include text[], exact_numbers boolean) -> bytea.
+IDEM_PG_FUNCTION(idem_fingerprint_text) {
+    if (PG_ARGISNULL(0))
+        PG_RETURN_NULL();
+    bool exact = get_exact(fcinfo, 3);
+    PathList ex, in;
+    collect_paths(fcinfo, 1, "exclude", &ex);
+    collect_paths(fcinfo, 2, "include", &in);
+    convert_paths(&ex);
+    convert_paths(&in);
+    int len;
+    const char *s = text_arg_utf8(fcinfo, &len);
+    idem::jcs::CanonicalWriter *w = prepare_writer(exact, &ex, &in);
+    parse_text(w, s, len);
+    return digest_result(w);
+}
+
+// idem_uuid_v7() -> uuid: RFC 9562 version 7, strictly increasing within the session.
+IDEM_PG_FUNCTION(idem_uuid_v7) {
+    PendingError pe;
+    idem::Uuid id{};
+    if (!run_cpp(pe, [&] {
+            if (g_uuid == nullptr)
+                g_uuid = new idem::UuidV7Generator();
+            id = g_uuid->next();
+        }))
+        raise(pe);
+    pg_uuid_t *u = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t)));
+    memcpy(u->data, id.data(), UUID_LEN);
+    PG_RETURN_UUID_P(u);
+}
+
+// idem_uuid_v7_time(uuid) -> timestamptz: the millisecond timestamp of a version-7 UUID.
+IDEM_PG_FUNCTION(idem_uuid_v7_time) {
+    pg_uuid_t *u = PG_GETARG_UUID_P(0);
+    idem::Uuid id;
+    memcpy(id.data(), u->data, UUID_LEN);
+    if (!idem::is_uuid_v7(id))
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("uuid is not a version 7 UUID"),
+                 errdetail("Version %d, variant bits %d%d.", u->data[6] >> 4, (u->data[8] >> 7) & 1,
+                           (u->data[8] >> 6) & 1)));
+    int64 ms = static_cast<int64>(idem::uuid_v7_unix_ms(id));
+    int64 pg_epoch_ms =
+        static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
+    PG_RETURN_TIMESTAMPTZ(static_cast<TimestampTz>((ms - pg_epoch_ms) * 1000));
+}
+
+// idem_hmac_sha256(key bytea, message bytea) -> bytea: RFC 2104 HMAC with SHA-256.
+IDEM_PG_FUNCTION(idem_hmac_sha256) {
+    bytea *k = PG_GETARG_BYTEA_PP(0);
+    bytea *m = PG_GETARG_BYTEA_PP(1);
+    PendingError pe;
+    idem::Digest d{};
+    if (!run_cpp(pe, [&] {
+            d = idem::hmac_sha256(std::string_view(VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k)),
+                                  std::string_view(VARDATA_ANY(m), VARSIZE_ANY_EXHDR(m)));
+        }))
+        raise(pe);
+    PG_RETURN_BYTEA_P(bytea_of(d));
+}
+
+// idem_secure_equal(a bytea, b bytea) -> boolean: comparison in time independent of where the
+// values differ (only of their lengths).
+IDEM_PG_FUNCTION(idem_secure_equal) {
+    bytea *a = PG_GETARG_BYTEA_PP(0);
+    bytea *b = PG_GETARG_BYTEA_PP(1);
+    bool eq = idem::constant_time_equal(std::string_view(VARDATA_ANY(a), VARSIZE_ANY_EXHDR(a)),
+                                        std::string_view(VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b)));
+    PG_RETURN_BOOL(eq);
+}
