@@ -246,7 +246,15 @@ std::string describe(const Answer &a) {
 }
 
 // "201 claimed x1, 201 replayed x9" and the set of payment ids.
-std::string summarize(const std::vector<Answer> &answers, std::set<std::string> *ids) {
+// Payment ids in numeric order.
+struct ByNumber {
+    bool operator()(const std::string &a, const std::string &b) const {
+        return a.size() != b.size() ? a.size() < b.size() : a < b;
+    }
+};
+using IdSet = std::set<std::string, ByNumber>;
+
+std::string summarize(const std::vector<Answer> &answers, IdSet *ids) {
     std::map<std::string, int> groups;
     for (const auto &a : answers) {
         groups[std::to_string(a.http) + " " + a.outcome]++;
@@ -259,7 +267,7 @@ std::string summarize(const std::vector<Answer> &answers, std::set<std::string> 
     return s;
 }
 
-std::string ids_text(const std::set<std::string> &ids) {
+std::string ids_text(const IdSet &ids) {
     std::string s = "{";
     for (const auto &i : ids)
         s += (s.size() > 1 ? "," : "") + i;
@@ -319,7 +327,7 @@ void scenarios_1_2(pqxx::connection &admin) {
     auto answers = concurrent(10, key, BODY_1, o);
     for (size_t i = 0; i < answers.size(); i++)
         std::cout << "    client " << i + 1 << ": " << describe(answers[i]) << "\n";
-    std::set<std::string> ids;
+    IdSet ids;
     std::string groups = summarize(answers, &ids);
     long rows = payment_rows(admin, key);
     int claimed = 0;
@@ -433,7 +441,7 @@ void scenario_4(pqxx::connection &admin) {
 
     // 4a: duplicates while the dead worker's lease runs.
     auto dups = concurrent(3, key, body, o);
-    std::set<std::string> ids;
+    IdSet ids;
     std::string groups = summarize(dups, &ids);
     for (size_t i = 0; i < dups.size(); i++)
         std::cout << "    duplicate " << i + 1 << ": " << describe(dups[i]) << "\n";
@@ -606,7 +614,7 @@ void setup(bool ci) {
            " created_at timestamptz NOT NULL DEFAULT now())");
     g_have_idem_fp =
         t.exec("SELECT EXISTS (SELECT 1 FROM pg_proc WHERE proname = 'idem_fingerprint' "
-               "AND pronargs = 1 AND proargtypes[0] = 'text'::regtype "
+               "AND pronargs - pronargdefaults = 1 AND proargtypes[0] = 'text'::regtype "
                "AND prorettype = 'bytea'::regtype)")
             .at(0)[0]
             .as<bool>();
@@ -618,7 +626,7 @@ void setup(bool ci) {
                               .c_str();
     std::cout << "payment demo: database " << c->dbname() << ", extension idempotency "
               << version << ", scope \"" << SCOPE << "\"\n"
-              << "fingerprint: " << g_fp_sql << "\n";
+              << "fingerprint: " << g_fp_sql << (g_break ? " (unused by --break)" : "") << "\n";
     if (!g_have_idem_fp)
         std::cout << "note: idem_fingerprint(text) is not installed; falling back to "
                      "sha256(convert_to(body, 'UTF8')), byte-exact, so scenarios 5 and 6 fail\n";
