@@ -5,7 +5,7 @@
 //
 //   payment_demo            use the database of the libpq environment (PGHOST, PGPORT, PGUSER,
 //                           PGDATABASE): CREATE EXTENSION IF NOT EXISTS, (re)create table payments
-//   payment_demo --ci       create a fresh database payment_demo next to it and drop it after a pass
+//   payment_demo --ci       use a fresh database payment_demo (dropped after a pass)
 //   payment_demo --break    the naive handler (no idem_claim): must print FAIL rows and exit 1;
 //                           also IDEM_DEMO_BREAK=1
 #include <pqxx/pqxx>
@@ -36,27 +36,27 @@
 namespace {
 
 const char *const SCOPE = "POST /v1/payments";
-bool g_break = false;             // --break: the naive handler, no idem_claim
-bool g_have_idem_fp = false;      // idem_fingerprint(text) exists in the installed extension
-std::string g_fp_sql;             // SQL expression: the fingerprint of request body $1
-std::string g_conninfo;           // "" = libpq environment; --ci: "dbname=payment_demo"
-std::atomic<long> g_db_calls{0};  // statements sent by handle_payment
+bool g_break = false;            // --break: the naive handler, no idem_claim
+bool g_have_idem_fp = false;     // idem_fingerprint(text) exists in the installed extension
+std::string g_fp_sql;            // SQL expression: the fingerprint of request body $1
+std::string g_conninfo;          // "" = libpq environment; --ci: "dbname=payment_demo"
+std::atomic<long> g_db_calls{0}; // statements sent by handle_payment
 
 // ---------------------------------------------------------------------------------------------
 // The service: what a real HTTP handler does with the extension.
 
 struct Answer {
-    int http = 0;            // HTTP status sent to the client
-    std::string outcome;     // idem_claim outcome (or "naive", "bad_request", "error")
-    int attempt = 0;         // fencing token of this request's claim
-    std::string payment_id;  // payments.id the answer refers to
-    std::string body;        // response body (JSON)
-    int retry_after = 0;     // Retry-After header of a 409, seconds
+    int http = 0;           // HTTP status sent to the client
+    std::string outcome;    // idem_claim outcome (or "naive", "bad_request", "error")
+    int attempt = 0;        // fencing token of this request's claim
+    std::string payment_id; // payments.id the answer refers to
+    std::string body;       // response body (JSON)
+    int retry_after = 0;    // Retry-After header of a 409, seconds
 };
 
 enum class Mode {
-    Single,   // BEGIN; claim; INSERT payment; complete; COMMIT
-    TwoPhase  // claim (committed); call the provider; INSERT payment + complete (committed)
+    Single,  // BEGIN; claim; INSERT payment; complete; COMMIT
+    TwoPhase // claim (committed); call the provider; INSERT payment + complete (committed)
 };
 
 struct HandlerOptions {
@@ -73,17 +73,20 @@ pqxx::result q(pqxx::transaction_base &t, const std::string &sql, Args &&...args
     return t.exec_params(sql, std::forward<Args>(args)...);
 }
 
-std::string get(const pqxx::row &r, int i) { return r[i].is_null() ? "" : r[i].c_str(); }
+std::string get(const pqxx::row &r, int i) {
+    return r[i].is_null() ? "" : r[i].c_str();
+}
 
 // INSERT INTO payments ... RETURNING id and the response body; then idem_complete with it.
 void record_payment(pqxx::transaction_base &t, const std::string &key, const std::string &body,
                     int attempt, bool complete, Answer *a) {
-    pqxx::row p = q(t, "INSERT INTO payments (idempotency_key, customer, amount_cents, currency) "
-                       "SELECT $1, b->>'customer', (b->>'amount_cents')::bigint, b->>'currency' "
-                       "FROM (SELECT $2::jsonb AS b) s "
-                       "RETURNING id::text, jsonb_build_object('id', id, 'object', 'payment', "
-                       "'status', 'succeeded', 'amount_cents', amount_cents, 'currency', "
-                       "currency, 'customer', customer)::text",
+    pqxx::row p = q(t,
+                    "INSERT INTO payments (idempotency_key, customer, amount_cents, currency) "
+                    "SELECT $1, b->>'customer', (b->>'amount_cents')::bigint, b->>'currency' "
+                    "FROM (SELECT $2::jsonb AS b) s "
+                    "RETURNING id::text, jsonb_build_object('id', id, 'object', 'payment', "
+                    "'status', 'succeeded', 'amount_cents', amount_cents, 'currency', "
+                    "currency, 'customer', customer)::text",
                     key, body)
                       .at(0);
     a->payment_id = get(p, 0);
@@ -121,7 +124,8 @@ Answer handle_payment(pqxx::connection &c, const std::string &key, const std::st
         if (g_break)
             return handle_naive(c, key, body_text, o);
         auto t = std::make_unique<pqxx::work>(c);
-        std::string fp = q(*t, "SELECT encode(" + g_fp_sql + ", 'hex')", body_text).at(0)[0].c_str();
+        std::string fp =
+            q(*t, "SELECT encode(" + g_fp_sql + ", 'hex')", body_text).at(0)[0].c_str();
         pqxx::row r =
             q(*t,
               "SELECT c.outcome, coalesce(c.attempt, 0), c.resource_id, c.response::text, "
@@ -307,13 +311,17 @@ void print_table() {
     std::fflush(stdout);
 }
 
-void banner(const std::string &s) { std::cout << "\n" << s << "\n" << std::flush; }
+void banner(const std::string &s) {
+    std::cout << "\n" << s << "\n" << std::flush;
+}
 
 // ---------------------------------------------------------------------------------------------
 // The scenarios.
 
 std::string g_run; // suffix that makes this run's keys unique
-std::string key_of(const std::string &k) { return k + "-" + g_run; }
+std::string key_of(const std::string &k) {
+    return k + "-" + g_run;
+}
 
 const std::string BODY_1 = R"({"amount_cents":2500,"currency":"EUR","customer":"cus_42"})";
 const std::string BODY_1_CHANGED = R"({"amount_cents":25000,"currency":"EUR","customer":"cus_42"})";
@@ -336,8 +344,7 @@ void scenarios_1_2(pqxx::connection &admin) {
         claimed += a.outcome == "claimed";
         all201 = all201 && a.http == 201;
     }
-    report("1 10 concurrent requests, one key, same body",
-           "1 payment row; 10x 201, one payment id",
+    report("1 10 concurrent requests, one key, same body", "1 payment row; 10x 201, one payment id",
            std::to_string(rows) + " row(s); " + groups + "; ids " + ids_text(ids),
            rows == 1 && all201 && ids.size() == 1 && answers.size() == 10 && claimed == 1);
 
@@ -450,7 +457,8 @@ void scenario_4(pqxx::connection &admin) {
         ok = ok && a.http == 409 && a.outcome == "in_progress" && a.retry_after >= 1 &&
              a.retry_after <= 2;
     long rows = payment_rows(admin, key);
-    report("4a worker killed after claim; 3 duplicates", "3x 409 in_progress, Retry-After 1-2 s; 0 rows",
+    report("4a worker killed after claim; 3 duplicates",
+           "3x 409 in_progress, Retry-After 1-2 s; 0 rows",
            groups + "; " + std::to_string(rows) + " row(s)", ok && rows == 0);
 
     // Wait until the lease has expired (by the server's clock).
@@ -618,14 +626,14 @@ void setup(bool ci) {
                "AND prorettype = 'bytea'::regtype)")
             .at(0)[0]
             .as<bool>();
-    g_fp_sql = g_have_idem_fp ? "idem_fingerprint($1::text)"
-                              : "sha256(convert_to($1::text, 'UTF8'))";
+    g_fp_sql =
+        g_have_idem_fp ? "idem_fingerprint($1::text)" : "sha256(convert_to($1::text, 'UTF8'))";
     std::string version = t.exec("SELECT extversion FROM pg_extension WHERE extname = "
                                  "'idempotency'")
                               .at(0)[0]
                               .c_str();
-    std::cout << "payment demo: database " << c->dbname() << ", extension idempotency "
-              << version << ", scope \"" << SCOPE << "\"\n"
+    std::cout << "payment demo: database " << c->dbname() << ", extension idempotency " << version
+              << ", scope \"" << SCOPE << "\"\n"
               << "fingerprint: " << g_fp_sql << (g_break ? " (unused by --break)" : "") << "\n";
     if (!g_have_idem_fp)
         std::cout << "note: idem_fingerprint(text) is not installed; falling back to "
