@@ -1,0 +1,340 @@
+// Webhook signatures: Standard Webhooks and Stripe-style headers, constant-time comparison.
+#include "webhook.hpp"
+
+#include "crypto.hpp"
+#include "error.hpp"
+
+#include <openssl/evp.h>
+
+#include <climits>
+
+namespace idem::webhook {
+
+namespace {
+
+constexpr size_t mac_bytes = 32;
+// Candidate signatures longer than this cannot be a SHA-256 MAC and are not decoded.
+constexpr size_t max_candidate_chars = 256;
+constexpr int64_t usec_per_sec = 1000000;
+
+[[noreturn]] void malformed(std::string message, std::string detail = {}, std::string hint = {}) {
+    throw Error(sqlstate::invalid_parameter_value, std::move(message), std::move(detail),
+                std::move(hint));
+}
+
+bool is_base64_char(unsigned char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+           c == '/';
+}
+
+int hex_value(unsigned char c) {
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+std::string_view trim_spaces(std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+        s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+        s.remove_suffix(1);
+    return s;
+}
+
+std::string ordinal(size_t index) {
+    return std::to_string(index);
+}
+
+void check_secrets(const std::vector<std::string_view> &secrets) {
+    if (secrets.empty())
+        malformed("at least one webhook secret is required",
+                  "Pass the current secret, or several during a key rotation.");
+}
+
+void check_clock(const Clock &clock) {
+    if (clock.tolerance_usec < 0)
+        malformed("webhook timestamp tolerance must not be negative", {},
+                  "Pass an interval such as interval '5 minutes', or NULL for "
+                  "idempotency.webhook_tolerance.");
+}
+
+// True when |now - ts seconds| <= tolerance (computed without overflow).
+bool timestamp_fresh(int64_t ts_seconds, const Clock &clock) {
+    __int128 diff =
+        static_cast<__int128>(clock.now_usec) - static_cast<__int128>(ts_seconds) * usec_per_sec;
+    if (diff < 0)
+        diff = -diff;
+    return diff <= clock.tolerance_usec;
+}
+
+// Compares every candidate against every expected MAC in constant time, without an early
+// exit: the time depends only on the numbers of candidates and secrets. A candidate that could
+// not be decoded to 32 bytes is compared as zeros and cannot match.
+struct Candidate {
+    std::string bytes;
+    bool usable;
+};
+
+bool any_match(const std::vector<Candidate> &candidates, const std::vector<Digest> &expected) {
+    static const std::string zeros(mac_bytes, '\0');
+    unsigned ok = 0;
+    for (const Candidate &c : candidates) {
+        std::string_view given = c.usable ? std::string_view(c.bytes) : std::string_view(zeros);
+        for (const Digest &d : expected) {
+            std::string_view want(reinterpret_cast<const char *>(d.data()), d.size());
+            unsigned eq = constant_time_equal(given, want) ? 1u : 0u;
+            ok |= eq & (c.usable ? 1u : 0u);
+        }
+    }
+    return ok != 0;
+}
+
+std::string signed_standard_content(std::string_view msg_id, std::string_view timestamp,
+                                    std::string_view payload) {
+    std::string content;
+    content.reserve(msg_id.size() + timestamp.size() + payload.size() + 2);
+    content.append(msg_id).append(1, '.').append(timestamp).append(1, '.').append(payload);
+    return content;
+}
+
+} // namespace
+
+// Base64 of bytes (EVP_EncodeBlock writes the padding and a terminating NUL).
+std::string base64_encode(std::string_view bytes) {
+    if (bytes.size() > static_cast<size_t>(INT_MAX / 4 * 3 - 3))
+        malformed("value too long for base64 encoding");
+    std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+    int n = EVP_EncodeBlock(reinterpret_cast<unsigned char *>(out.data()),
+                            reinterpret_cast<const unsigned char *>(bytes.data()),
+                            static_cast<int>(bytes.size()));
+    out.resize(static_cast<size_t>(n));
+    return out;
+}
+
+// Strict base64 decoding. EVP_DecodeBlock itself would skip surrounding whitespace and count
+// padding as zero bytes, so the input is validated first and the padding subtracted.
+bool base64_decode(std::string_view text, std::string &out) {
+    out.clear();
+    if (text.size() % 4 != 0 || text.size() > static_cast<size_t>(INT_MAX / 2))
+        return false;
+    if (text.empty())
+        return true;
+    size_t pad = 0;
+    if (text[text.size() - 1] == '=')
+        pad = text[text.size() - 2] == '=' ? 2 : 1;
+    for (size_t i = 0; i < text.size() - pad; i++)
+        if (!is_base64_char(static_cast<unsigned char>(text[i])))
+            return false;
+    out.resize(text.size() / 4 * 3);
+    int n = EVP_DecodeBlock(reinterpret_cast<unsigned char *>(out.data()),
+                            reinterpret_cast<const unsigned char *>(text.data()),
+                            static_cast<int>(text.size()));
+    if (n < 0 || static_cast<size_t>(n) != out.size()) {
+        out.clear();
+        return false;
+    }
+    out.resize(out.size() - pad);
+    return true;
+}
+
+// Lower-case hex.
+std::string hex_encode(std::string_view bytes) {
+    std::string out(bytes.size() * 2, '\0');
+    hex_lower(reinterpret_cast<const unsigned char *>(bytes.data()), bytes.size(), out.data());
+    return out;
+}
+
+// Hex decoding, either case.
+bool hex_decode(std::string_view text, std::string &out) {
+    out.clear();
+    if (text.size() % 2 != 0)
+        return false;
+    out.reserve(text.size() / 2);
+    for (size_t i = 0; i < text.size(); i += 2) {
+        int hi = hex_value(static_cast<unsigned char>(text[i]));
+        int lo = hex_value(static_cast<unsigned char>(text[i + 1]));
+        if (hi < 0 || lo < 0) {
+            out.clear();
+            return false;
+        }
+        out.push_back(static_cast<char>(hi << 4 | lo));
+    }
+    return true;
+}
+
+// whsec_<base64> → key bytes; the secret itself never appears in an error.
+std::string standard_key(std::string_view secret, size_t index) {
+    constexpr std::string_view prefix = "whsec_";
+    if (secret.substr(0, prefix.size()) == prefix)
+        secret.remove_prefix(prefix.size());
+    std::string key;
+    if (!base64_decode(secret, key))
+        malformed("webhook secret " + ordinal(index) + " is not a valid Standard Webhooks secret",
+                  "A Standard Webhooks secret is \"whsec_\" followed by base64 (RFC 4648, with "
+                  "padding).",
+                  "Copy the secret exactly as the sender's dashboard shows it.");
+    if (key.empty())
+        malformed("webhook secret " + ordinal(index) + " is empty");
+    return key;
+}
+
+// Decimal unix seconds, 1 to 18 digits (no sign, no spaces).
+int64_t parse_timestamp(std::string_view text, const char *what) {
+    if (text.empty() || text.size() > 18)
+        malformed(std::string("malformed webhook timestamp (") + what + ")",
+                  "The timestamp must be unix seconds written as 1 to 18 decimal digits.");
+    int64_t v = 0;
+    for (char ch : text) {
+        if (ch < '0' || ch > '9')
+            malformed(std::string("malformed webhook timestamp (") + what + ")",
+                      "The timestamp must be unix seconds written as 1 to 18 decimal digits.");
+        v = v * 10 + (ch - '0');
+    }
+    return v;
+}
+
+const char *verdict_name(Verdict v) {
+    switch (v) {
+    case Verdict::Valid:
+        return "valid";
+    case Verdict::InvalidSignature:
+        return "invalid_signature";
+    case Verdict::StaleTimestamp:
+        return "stale_timestamp";
+    }
+    return "invalid_signature";
+}
+
+// Standard Webhooks verification: every v1 candidate against every secret, then the clock.
+Verdict verify_standard(const std::vector<std::string_view> &secrets, std::string_view msg_id,
+                        std::string_view timestamp, std::string_view payload,
+                        std::string_view signature_header, Clock clock) {
+    check_secrets(secrets);
+    check_clock(clock);
+    int64_t ts = parse_timestamp(timestamp, "webhook-timestamp");
+
+    std::vector<Candidate> candidates;
+    size_t entries = 0;
+    std::string_view rest = signature_header;
+    while (!rest.empty()) {
+        size_t sp = rest.find(' ');
+        std::string_view token = rest.substr(0, sp);
+        rest = sp == std::string_view::npos ? std::string_view() : rest.substr(sp + 1);
+        if (token.empty())
+            continue;
+        entries++;
+        size_t comma = token.find(',');
+        if (comma == std::string_view::npos)
+            malformed("malformed webhook-signature header",
+                      "Entry " + std::to_string(entries) +
+                          " has no comma; each space-separated entry is \"<version>,<base64>\".");
+        if (token.substr(0, comma) != "v1")
+            continue; // another scheme (e.g. v1a, asymmetric): not ours to check
+        std::string_view sig = token.substr(comma + 1);
+        Candidate c{{}, false};
+        if (sig.size() <= max_candidate_chars && base64_decode(sig, c.bytes))
+            c.usable = c.bytes.size() == mac_bytes;
+        candidates.push_back(std::move(c));
+    }
+    if (entries == 0)
+        malformed("webhook-signature header is empty",
+                  "Expected one or more space-separated \"v1,<base64>\" entries.");
+
+    std::string content = signed_standard_content(msg_id, timestamp, payload);
+    std::vector<Digest> expected;
+    expected.reserve(secrets.size());
+    for (size_t i = 0; i < secrets.size(); i++)
+        expected.push_back(hmac_sha256(standard_key(secrets[i], i + 1), content));
+
+    if (!any_match(candidates, expected))
+        return Verdict::InvalidSignature;
+    return timestamp_fresh(ts, clock) ? Verdict::Valid : Verdict::StaleTimestamp;
+}
+
+// Stripe-style verification: t= and every v1= candidate, then the clock.
+Verdict verify_stripe(const std::vector<std::string_view> &secrets, std::string_view header,
+                      std::string_view payload, Clock clock) {
+    check_secrets(secrets);
+    check_clock(clock);
+    for (size_t i = 0; i < secrets.size(); i++)
+        if (secrets[i].empty())
+            malformed("webhook secret " + ordinal(i + 1) + " is empty");
+
+    std::string_view t_text;
+    bool have_t = false;
+    std::vector<Candidate> candidates;
+    size_t items = 0;
+    std::string_view rest = header;
+    while (true) {
+        size_t comma = rest.find(',');
+        std::string_view item = trim_spaces(rest.substr(0, comma));
+        items++;
+        size_t eq = item.find('=');
+        if (eq == std::string_view::npos)
+            malformed("malformed Stripe-Signature header",
+                      "Item " + std::to_string(items) +
+                          " is not \"<key>=<value>\"; expected \"t=<unix seconds>,v1=<hex>\".");
+        std::string_view key = item.substr(0, eq);
+        std::string_view value = item.substr(eq + 1);
+        if (key == "t") {
+            if (have_t)
+                malformed("malformed Stripe-Signature header", "It has more than one t= item.");
+            have_t = true;
+            t_text = value;
+        } else if (key == "v1") {
+            Candidate c{{}, false};
+            if (value.size() <= max_candidate_chars && hex_decode(value, c.bytes))
+                c.usable = c.bytes.size() == mac_bytes;
+            candidates.push_back(std::move(c));
+        }
+        if (comma == std::string_view::npos)
+            break;
+        rest = rest.substr(comma + 1);
+    }
+    if (!have_t)
+        malformed("malformed Stripe-Signature header", "It has no t=<unix seconds> item.");
+    int64_t ts = parse_timestamp(t_text, "t");
+
+    std::string content;
+    content.reserve(t_text.size() + 1 + payload.size());
+    content.append(t_text).append(1, '.').append(payload);
+    std::vector<Digest> expected;
+    expected.reserve(secrets.size());
+    for (std::string_view s : secrets)
+        expected.push_back(hmac_sha256(s, content));
+
+    if (!any_match(candidates, expected))
+        return Verdict::InvalidSignature;
+    return timestamp_fresh(ts, clock) ? Verdict::Valid : Verdict::StaleTimestamp;
+}
+
+// "v1,<base64 HMAC>" over msg_id.timestamp.payload.
+std::string sign_standard(std::string_view secret, std::string_view msg_id,
+                          std::string_view timestamp, std::string_view payload) {
+    parse_timestamp(timestamp, "webhook-timestamp");
+    Digest mac =
+        hmac_sha256(standard_key(secret, 1), signed_standard_content(msg_id, timestamp, payload));
+    return "v1," +
+           base64_encode(std::string_view(reinterpret_cast<const char *>(mac.data()), mac.size()));
+}
+
+// "t=<timestamp>,v1=<hex HMAC>" over timestamp.payload.
+std::string sign_stripe(std::string_view secret, int64_t timestamp, std::string_view payload) {
+    if (secret.empty())
+        malformed("webhook secret 1 is empty");
+    if (timestamp < 0)
+        malformed("webhook timestamp must not be negative");
+    std::string t = std::to_string(timestamp);
+    std::string content;
+    content.reserve(t.size() + 1 + payload.size());
+    content.append(t).append(1, '.').append(payload);
+    Digest mac = hmac_sha256(secret, content);
+    return "t=" + t + ",v1=" +
+           hex_encode(std::string_view(reinterpret_cast<const char *>(mac.data()), mac.size()));
+}
+
+} // namespace idem::webhook
