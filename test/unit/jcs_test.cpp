@@ -1,0 +1,412 @@
+// RFC 8785 canonicalisation: every shared vector, number formatting over numbers.csv, I-JSON
+// rejections, exact-number mode, path filters and deep nesting.
+#include "error.hpp"
+#include "jcs.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <dirent.h>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using idem::jcs::canonicalize_text;
+using idem::jcs::Options;
+
+namespace {
+
+const std::string kDir = std::string(IDEM_VECTORS_DIR) + "/jcs";
+
+std::string slurp(const std::string &path) {
+    std::ifstream f(path, std::ios::binary);
+    EXPECT_TRUE(f.good()) << path;
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+std::vector<std::string> list_dir(const std::string &dir) {
+    std::vector<std::string> names;
+    DIR *d = opendir(dir.c_str());
+    if (d == nullptr)
+        return names;
+    while (dirent *e = readdir(d))
+        if (e->d_name[0] != '.')
+            names.push_back(e->d_name);
+    closedir(d);
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+std::string hex(const std::string &s) {
+    static const char h[] = "0123456789abcdef";
+    std::string r;
+    for (unsigned char c : s) {
+        r.push_back(h[c >> 4]);
+        r.push_back(h[c & 15]);
+    }
+    return r;
+}
+
+std::string hex_only(const std::string &s) {
+    std::string r;
+    for (char c : s)
+        if (std::isxdigit(static_cast<unsigned char>(c)))
+            r.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    return r;
+}
+
+std::string canon(const std::string &text, bool exact = false) {
+    Options o;
+    o.exact_numbers = exact;
+    return canonicalize_text(text, o);
+}
+
+// The SQLSTATE of the idem::Error the text raises, or "" when it is accepted.
+std::string sqlstate_of(const std::string &text, Options o = {}) {
+    try {
+        canonicalize_text(text, o);
+    } catch (const idem::Error &e) {
+        return e.sqlstate();
+    }
+    return "";
+}
+
+std::string num(const std::string &text, bool exact = false) {
+    std::string out;
+    idem::jcs::format_number(text, exact, out);
+    return out;
+}
+
+} // namespace
+
+TEST(JcsVectors, EveryInputGivesItsOutputByteForByte) {
+    auto names = list_dir(kDir + "/input");
+    ASSERT_EQ(names.size(), 6u) << "vectors missing at " << kDir;
+    for (const auto &name : names) {
+        std::string in = slurp(kDir + "/input/" + name);
+        std::string want = slurp(kDir + "/output/" + name);
+        std::string base = name.substr(0, name.size() - 5);
+        std::string want_hex = hex_only(slurp(kDir + "/outhex/" + base + ".txt"));
+        std::string got = canon(in);
+        EXPECT_EQ(got, want) << name;
+        EXPECT_EQ(hex(got), want_hex) << name;
+        // Canonical output is a fixed point.
+        EXPECT_EQ(canon(got), got) << name;
+    }
+}
+
+TEST(JcsVectors, AllNumbersCsvLines) {
+    std::ifstream f(kDir + "/numbers.csv");
+    ASSERT_TRUE(f.good());
+    std::string line;
+    size_t lines = 0, failures = 0;
+    while (std::getline(f, line)) {
+        if (line.empty())
+            continue;
+        lines++;
+        size_t a = line.find(','), b = line.find(',', a + 1);
+        ASSERT_NE(b, std::string::npos) << line;
+        std::string hexbits = line.substr(0, a);
+        std::string input = line.substr(a + 1, b - a - 1);
+        std::string expected = line.substr(b + 1);
+        // From the decimal text.
+        std::string got = num(input);
+        // From the exact double given by the hex bits.
+        uint64_t bits = std::stoull(hexbits, nullptr, 16);
+        double d;
+        std::memcpy(&d, &bits, sizeof d);
+        std::string got2;
+        idem::jcs::format_double(d, got2);
+        // The expected text is itself canonical: it reparses to the same output.
+        std::string again = num(expected);
+        if (got != expected || got2 != expected || again != expected) {
+            if (++failures < 20)
+                ADD_FAILURE() << line << " -> " << got << " / " << got2 << " / " << again;
+        }
+    }
+    EXPECT_EQ(lines, 20034u);
+    EXPECT_EQ(failures, 0u);
+}
+
+TEST(JcsNumbers, EcmaScriptLayout) {
+    EXPECT_EQ(num("1"), "1");
+    EXPECT_EQ(num("1.0"), "1");
+    EXPECT_EQ(num("1.00"), "1");
+    EXPECT_EQ(num("1e0"), "1");
+    EXPECT_EQ(num("10E-1"), "1");
+    EXPECT_EQ(num("-0"), "0");
+    EXPECT_EQ(num("-0.0e5"), "0");
+    EXPECT_EQ(num("1e21"), "1e+21");
+    EXPECT_EQ(num("999999999999999900000"), "999999999999999900000");
+    EXPECT_EQ(num("1e-6"), "0.000001");
+    EXPECT_EQ(num("1e-7"), "1e-7");
+    EXPECT_EQ(num("123456789012345678"), "123456789012345680");
+    EXPECT_EQ(num("9007199254740993"), "9007199254740992");
+    EXPECT_EQ(num("5e-324"), "5e-324");
+    EXPECT_EQ(num("1e-400"), "0"); // underflow, as ECMAScript
+    EXPECT_EQ(num("1.7976931348623157e308"), "1.7976931348623157e+308");
+    EXPECT_EQ(num("-1.5"), "-1.5");
+}
+
+TEST(JcsNumbers, OverflowIsAnErrorInStrictModeOnly) {
+    EXPECT_EQ(sqlstate_of("1e400"), "22003");
+    EXPECT_EQ(sqlstate_of("[-1.8e308]"), "22003");
+    Options exact;
+    exact.exact_numbers = true;
+    EXPECT_EQ(sqlstate_of("1e400", exact), "");
+    EXPECT_EQ(canon("1e400", true), "1e+400");
+}
+
+TEST(JcsNumbers, ExactModeKeepsDistinctValuesDistinct) {
+    EXPECT_EQ(canon("9007199254740993", true), "9007199254740993");
+    EXPECT_EQ(canon("9007199254740992", true), "9007199254740992");
+    EXPECT_NE(canon("9007199254740993", true), canon("9007199254740992", true));
+    // Strict RFC 8785 collapses them.
+    EXPECT_EQ(canon("9007199254740993"), canon("9007199254740992"));
+    EXPECT_EQ(canon("0.10000000000000000001", true), "0.10000000000000000001");
+    EXPECT_NE(canon("0.10000000000000000001", true), canon("0.1", true));
+    EXPECT_EQ(canon("333333333.33333329", true), "333333333.33333329");
+    // Same value, different spellings, agree.
+    for (const char *s : {"1", "1.0", "1.00", "1e0", "10e-1", "0.1e1", "1E+0"})
+        EXPECT_EQ(canon(s, true), "1") << s;
+    for (const char *s : {"0", "-0", "0.000", "-0e10", "0e-5"})
+        EXPECT_EQ(canon(s, true), "0") << s;
+    EXPECT_EQ(canon("123000", true), "123000");
+    EXPECT_EQ(canon("1.5e3", true), "1500");
+    EXPECT_EQ(canon("1e21", true), "1e+21");
+    EXPECT_EQ(canon("12345678901234567890123", true), "1.2345678901234567890123e+22");
+    EXPECT_EQ(canon("0.0000001", true), "1e-7");
+    EXPECT_EQ(canon("-0.00000123", true), "-0.00000123");
+    // Numbers that doubles represent exactly print the same in both modes.
+    for (const char *s : {"4.50", "2e-3", "1E30", "0.1", "-12.75", "1e-7", "56.0"})
+        EXPECT_EQ(canon(s, true), canon(s)) << s;
+    Options exact;
+    exact.exact_numbers = true;
+    EXPECT_EQ(sqlstate_of("1e99999999999999999999", exact), "22003");
+}
+
+TEST(JcsStrings, EscapesOnlyWhatJcsEscapes) {
+    EXPECT_EQ(canon(R"("\u0000\u0001\b\t\n\f\r\u001f\"\\\/\u007f\u0080\u2028")"),
+              "\"\\u0000\\u0001\\b\\t\\n\\f\\r\\u001f\\\"\\\\/\x7f\xc2\x80\xe2\x80\xa8\"");
+    EXPECT_EQ(canon(R"("\u00e9\uD83D\uDE00")"), "\"\xc3\xa9\xf0\x9f\x98\x80\"");
+    EXPECT_EQ(canon("\"</script>\""), "\"</script>\"");
+    // A NUL inside a string (jsonb cannot hold it) is kept and written as \u0000.
+    EXPECT_EQ(canon(R"({"a\u0000b":"x\u0000"})"), "{\"a\\u0000b\":\"x\\u0000\"}");
+    EXPECT_NE(canon(R"({"a\u0000b":1})"), canon(R"({"a":1})"));
+}
+
+TEST(JcsKeys, SortedByUtf16CodeUnits) {
+    // U+E000 (private use, one UTF-16 unit 0xE000) sorts after U+1F600 (surrogates 0xD83D...)
+    // although its code point is smaller; U+00E9 sorts before both.
+    std::string in = "{\"\xee\x80\x80\":1,\"\xf0\x9f\x98\x80\":2,\"\xc3\xa9\":3,\"z\":4,\"\":5}";
+    EXPECT_EQ(canon(in),
+              "{\"\":5,\"z\":4,\"\xc3\xa9\":3,\"\xf0\x9f\x98\x80\":2,\"\xee\x80\x80\":1}");
+    EXPECT_LT(idem::jcs::compare_utf16("\xf0\x9f\x98\x80", "\xef\xbf\xbf"), 0);
+    EXPECT_GT(idem::jcs::compare_utf16("\xef\xbf\xbf", "\xf0\x90\x80\x80"), 0);
+    EXPECT_LT(idem::jcs::compare_utf16("\xed\x9f\xbf", "\xf0\x90\x80\x80"), 0); // U+D7FF
+    EXPECT_LT(idem::jcs::compare_utf16("a", "ab"), 0);
+    EXPECT_EQ(idem::jcs::compare_utf16("ab", "ab"), 0);
+    EXPECT_EQ(canon(R"({"b":1,"a":{"d":[3,{"z":1,"y":2}],"c":null}})"),
+              R"({"a":{"c":null,"d":[3,{"y":2,"z":1}]},"b":1})");
+}
+
+TEST(JcsVariants, ReorderedRespacedRenumberedAgree) {
+    std::string a = canon(R"({"amount":1.0,"currency":"EUR","items":[{"sku":"x","qty":1e0}]})");
+    std::string b = canon("{ \"items\" : [ { \"qty\" : 1 , \"sku\" : \"x\" } ] ,\n\t\"currency\":"
+                          "\"EUR\", \"amount\" : 1.00 }");
+    std::string c =
+        canon(R"({"currency":"\u0045UR","amount":10e-1,"items":[{"qty":1,"sku":"x"}]})");
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(a, c);
+    EXPECT_EQ(a, R"({"amount":1,"currency":"EUR","items":[{"qty":1,"sku":"x"}]})");
+    // Different requests stay different.
+    EXPECT_NE(a, canon(R"({"amount":2,"currency":"EUR","items":[{"sku":"x","qty":1}]})"));
+    EXPECT_NE(a, canon(R"({"amount":1,"currency":"EUR","items":[{"sku":"x","qty":"1"}]})"));
+    EXPECT_NE(canon("[1,2]"), canon("[2,1]"));
+}
+
+TEST(JcsIJson, RejectsWhatIJsonForbids) {
+    EXPECT_EQ(sqlstate_of(R"({"a":1,"a":2})"), "22P02");
+    EXPECT_EQ(sqlstate_of(R"({"a":1,"\u0061":2})"), "22P02"); // duplicate after unescaping
+    EXPECT_EQ(sqlstate_of(R"({"b":{"x":1,"y":2,"x":3}})"), "22P02");
+    EXPECT_EQ(sqlstate_of(R"({"a":1,"b":{"a":2}})"), ""); // same name in another object is fine
+    EXPECT_EQ(sqlstate_of(R"("\uD800")"), "22P02");       // lone high surrogate
+    EXPECT_EQ(sqlstate_of(R"("\uDC00")"), "22P02");       // lone low surrogate
+    EXPECT_EQ(sqlstate_of(R"("\uD800\u0041")"), "22P02");
+    EXPECT_EQ(sqlstate_of(R"("\uD800x")"), "22P02");
+    EXPECT_EQ(sqlstate_of("NaN"), "22P02");
+    EXPECT_EQ(sqlstate_of("[Infinity]"), "22P02");
+    EXPECT_EQ(sqlstate_of("[-Infinity]"), "22P02");
+    EXPECT_EQ(sqlstate_of(R"({"a":NaN})"), "22P02");
+    // Invalid UTF-8: stray continuation, overlongs, surrogates encoded in UTF-8, > U+10FFFF,
+    // truncated sequences.
+    for (const char *bad :
+         {"\"\x80\"", "\"\xc0\xaf\"", "\"\xc1\xbf\"", "\"\xe0\x80\xaf\"", "\"\xf0\x80\x80\xaf\"",
+          "\"\xed\xa0\x80\"", "\"\xed\xbf\xbf\"", "\"\xf4\x90\x80\x80\"", "\"\xf5\x80\x80\x80\"",
+          "\"\xe2\x82\"", "\"\xff\"", "{\"\xc3\":1}"})
+        EXPECT_EQ(sqlstate_of(bad), "22021") << hex(bad);
+    EXPECT_EQ(sqlstate_of("\"\xf4\x8f\xbf\xbf\""), ""); // U+10FFFF is fine
+}
+
+TEST(JcsGrammar, RejectsMalformedText) {
+    for (const char *bad : {"",          " ",        "{",
+                            "[1,]",      "[1 2]",    "{\"a\":1,}",
+                            "{\"a\" 1}", "{a:1}",    "'a'",
+                            "01",        "1.",       ".5",
+                            "+1",        "1e",       "1e+",
+                            "-",         "0x10",     "tru",
+                            "nul",       "[1]]",     "{} {}",
+                            "\"a",       "\"\\x\"",  "\"\\u12\"",
+                            "\"a\tb\"",  "\"a\nb\"", "\xef\xbb\xbf{}",
+                            "[1,,2]",    "{\"a\":}", "[\"a\"x]"})
+        EXPECT_EQ(sqlstate_of(bad), "22P02") << "input: " << bad;
+    EXPECT_EQ(canon(" \t\r\n[ ] "), "[]");
+    EXPECT_EQ(canon("true"), "true");
+    EXPECT_EQ(canon("\"x\""), "\"x\"");
+    EXPECT_EQ(canon("-0.0"), "0");
+}
+
+TEST(JcsErrors, MessagesAreClear) {
+    try {
+        canonicalize_text(R"({"a":1,"\u0061":2})");
+        FAIL();
+    } catch (const idem::Error &e) {
+        EXPECT_STREQ(e.what(), "duplicate member name in JSON object");
+        EXPECT_NE(e.detail().find("\"a\""), std::string::npos) << e.detail();
+    }
+    try {
+        canonicalize_text("[1, 2, x]");
+        FAIL();
+    } catch (const idem::Error &e) {
+        EXPECT_EQ(e.detail(), "At byte 7 of the JSON text.");
+    }
+}
+
+namespace {
+std::string filtered(const std::string &text, std::vector<idem::jcs::Path> ex,
+                     std::vector<idem::jcs::Path> in) {
+    Options o;
+    o.exclude = std::move(ex);
+    o.include = std::move(in);
+    return canonicalize_text(text, o);
+}
+} // namespace
+
+TEST(JcsFilters, ExcludeDropsMembersAndElements) {
+    std::string doc = R"({"amount":5,"meta":{"trace_id":"t1","source":"web"},"ts":1,
+                          "items":[{"sku":"a","note":"x"},{"sku":"b"}]})";
+    EXPECT_EQ(
+        filtered(doc, {{"meta", "trace_id"}, {"ts"}}, {}),
+        R"({"amount":5,"items":[{"note":"x","sku":"a"},{"sku":"b"}],"meta":{"source":"web"}})");
+    EXPECT_EQ(filtered(doc, {{"items", "0", "note"}, {"meta"}}, {}),
+              R"({"amount":5,"items":[{"sku":"a"},{"sku":"b"}],"ts":1})");
+    EXPECT_EQ(
+        filtered(doc, {{"items", "0"}}, {}),
+        R"({"amount":5,"items":[{"sku":"b"}],"meta":{"source":"web","trace_id":"t1"},"ts":1})");
+    // Missing paths are ignored; a path through a scalar matches nothing.
+    EXPECT_EQ(filtered(doc, {{"nope"}, {"amount", "x"}, {"items", "7"}, {"items", "-1"}}, {}),
+              canonicalize_text(doc));
+    // Volatile members do not change the fingerprint.
+    std::string retry = R"({"ts":2,"meta":{"source":"web","trace_id":"t2"},"amount":5.0,
+                            "items":[{"sku":"a","note":"x"},{"sku":"b"}]})";
+    EXPECT_EQ(filtered(doc, {{"meta", "trace_id"}, {"ts"}}, {}),
+              filtered(retry, {{"meta", "trace_id"}, {"ts"}}, {}));
+    EXPECT_THROW(filtered(doc, {{}}, {}), idem::Error);
+}
+
+TEST(JcsFilters, IncludeKeepsOnlyPathsAndAncestors) {
+    std::string doc = R"({"amount":5,"currency":"EUR","meta":{"trace_id":"t1","source":"web"},
+                          "items":[{"sku":"a","qty":1},{"sku":"b","qty":2}]})";
+    EXPECT_EQ(filtered(doc, {}, {{"amount"}, {"currency"}}), R"({"amount":5,"currency":"EUR"})");
+    EXPECT_EQ(filtered(doc, {}, {{"meta", "source"}}), R"({"meta":{"source":"web"}})");
+    EXPECT_EQ(filtered(doc, {}, {{"items", "1", "sku"}}), R"({"items":[{"sku":"b"}]})");
+    EXPECT_EQ(filtered(doc, {}, {{"items"}}),
+              R"({"items":[{"qty":1,"sku":"a"},{"qty":2,"sku":"b"}]})");
+    // Include and exclude together: exclude applies inside included subtrees.
+    EXPECT_EQ(filtered(doc, {{"meta", "trace_id"}}, {{"meta"}, {"amount"}}),
+              R"({"amount":5,"meta":{"source":"web"}})");
+    // Nothing matches: the root stays, empty. A path through a scalar keeps nothing.
+    EXPECT_EQ(filtered(doc, {}, {{"nope"}}), "{}");
+    EXPECT_EQ(filtered(doc, {}, {{"amount", "x"}}), "{}");
+    EXPECT_EQ(filtered(doc, {}, {{"meta", "nope"}}), "{}");
+    // An empty path includes everything.
+    EXPECT_EQ(filtered(doc, {}, {{}}), canonicalize_text(doc));
+    // Filters do not hide I-JSON violations.
+    EXPECT_THROW(filtered(R"({"a":1,"b":{"x":1,"x":2}})", {{"b"}}, {}), idem::Error);
+    // Member names and indices: "0" is a name in an object and an index in an array.
+    EXPECT_EQ(filtered(R"({"0":"k","a":["x","y"]})", {{"0"}, {"a", "0"}}, {}), R"({"a":["y"]})");
+}
+
+TEST(JcsDepth, DeepNestingIsACleanError) {
+    std::string deep(100000, '[');
+    deep += std::string(100000, ']');
+    EXPECT_EQ(sqlstate_of(deep), "54001");
+    std::string deepobj;
+    for (int i = 0; i < 100000; i++)
+        deepobj += "{\"a\":";
+    deepobj += "1" + std::string(100000, '}');
+    EXPECT_EQ(sqlstate_of(deepobj), "54001");
+    Options big;
+    big.max_depth = 200000;
+    // With the limit raised, the answer is correct (nothing recurses).
+    EXPECT_EQ(canonicalize_text(deep, big), deep);
+    EXPECT_EQ(canonicalize_text(deepobj, big), deepobj);
+    // The limit itself: 1000 levels pass, 1001 do not.
+    std::string ok(1000, '[');
+    ok += std::string(1000, ']');
+    EXPECT_EQ(canon(ok), ok);
+    EXPECT_EQ(sqlstate_of("[" + ok + "]"), "54001");
+}
+
+namespace {
+int g_polls = 0;
+bool interrupt_after_3() {
+    return ++g_polls > 3;
+}
+} // namespace
+
+TEST(JcsInterrupt, LongWorkPollsTheCallback) {
+    std::string big = "[";
+    for (int i = 0; i < 100000; i++)
+        big += (i ? ",1" : "1");
+    big += "]";
+    Options o;
+    o.interrupted = &interrupt_after_3;
+    g_polls = 0;
+    EXPECT_THROW(canonicalize_text(big, o), idem::Interrupted);
+    EXPECT_EQ(g_polls, 4);
+}
+
+TEST(JcsWriter, StreamingApiAndReuse) {
+    idem::jcs::CanonicalWriter w;
+    w.begin_object();
+    w.key("b");
+    w.number("1.50");
+    w.key("a");
+    w.begin_array();
+    w.boolean(true);
+    w.null();
+    w.string("\x01");
+    w.end_array();
+    w.end_object();
+    EXPECT_TRUE(w.done());
+    EXPECT_EQ(w.result(), R"({"a":[true,null,"\u0001"],"b":1.5})");
+    EXPECT_EQ(w.digest(), idem::sha256(w.result()));
+    w.reset();
+    w.number("-0");
+    EXPECT_EQ(w.result(), "0");
+    w.reset();
+    w.begin_object();
+    EXPECT_THROW(w.result(), std::logic_error);
+    w.reset();
+    w.set_validate_utf8(true);
+    w.begin_array();
+    EXPECT_THROW(w.string("\xc0\x80"), idem::Error);
+    w.reset();
+    w.set_validate_utf8(false);
+    EXPECT_THROW(w.number("1e"), idem::Error);
+    EXPECT_EQ(idem::jcs::fingerprint_text("{\"a\":1}"), idem::sha256("{\"a\":1}"));
+}
