@@ -331,8 +331,30 @@ void scenarios_1_2(pqxx::connection &admin) {
     std::string key = key_of("order-1001");
     banner("[1] 10 concurrent POST /v1/payments, Idempotency-Key " + key +
            ", same body, single-transaction handler");
+    // The first claimer holds its transaction open (its provider call) until the other nine
+    // are seen waiting on a lock in pg_stat_activity: the duplicates really overlap it.
     HandlerOptions o;
+    std::atomic<bool> held{false};
+    long blocked = 0;
+    o.provider = [&](int) {
+        if (held.exchange(true))
+            return;
+        auto c = connect();
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (blocked < 9 && std::chrono::steady_clock::now() < until) {
+            pqxx::nontransaction t(*c);
+            blocked = t.exec("SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                             "current_database() AND application_name = 'payment_demo' AND "
+                             "wait_event_type = 'Lock'")
+                          .at(0)[0]
+                          .as<long>();
+            if (blocked < 9)
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+    };
     auto answers = concurrent(10, key, BODY_1, o);
+    std::cout << "    while the first claim was uncommitted, " << blocked
+              << " duplicate(s) waited on it\n";
     for (size_t i = 0; i < answers.size(); i++)
         std::cout << "    client " << i + 1 << ": " << describe(answers[i]) << "\n";
     IdSet ids;
@@ -344,9 +366,12 @@ void scenarios_1_2(pqxx::connection &admin) {
         claimed += a.outcome == "claimed";
         all201 = all201 && a.http == 201;
     }
-    report("1 10 concurrent requests, one key, same body", "1 payment row; 10x 201, one payment id",
-           std::to_string(rows) + " row(s); " + groups + "; ids " + ids_text(ids),
-           rows == 1 && all201 && ids.size() == 1 && answers.size() == 10 && claimed == 1);
+    report("1 10 concurrent requests, one key, same body",
+           "1 payment row; 10x 201, one payment id; 9 waited",
+           std::to_string(rows) + " row(s); " + groups + "; ids " + ids_text(ids) + "; " +
+               std::to_string(blocked) + " waited",
+           rows == 1 && all201 && ids.size() == 1 && answers.size() == 10 && claimed == 1 &&
+               blocked == 9);
 
     banner("[2] the same key " + key + " with a different body (amount 25000)");
     auto c = connect();
