@@ -2,7 +2,7 @@
 #   make && make install          build and install into the server found by pg_config
 #   test/run-all                  the whole test suite (see README)
 EXTENSION = idempotency
-EXTVERSION = 0.1
+EXTVERSION = 0.2
 MODULE_big = idempotency
 
 # The server-independent core (core/) is compiled into the module as objects;
@@ -11,10 +11,16 @@ CORE_SRCS = $(sort $(wildcard core/*.cpp))
 PG_SRCS = $(sort $(wildcard src/*.cpp))
 OBJS = $(PG_SRCS:.cpp=.o) $(CORE_SRCS:.cpp=.o)
 
-# The install script is assembled from the per-feature files in src/sql/.
-EXT_SQL_PARTS = $(sort $(wildcard src/sql/*.sql))
-DATA_built = $(EXTENSION)--$(EXTVERSION).sql
-DATA = $(wildcard $(EXTENSION)--*--*.sql)
+# Versions (DEVELOPERS.md "Versions and upgrades"): the install script of the first release,
+# idempotency--0.1.sql, is assembled from the per-feature files src/sql/[0-4]*.sql; every later
+# release ships only an upgrade script idempotency--A--B.sql assembled from its own parts
+# (0.1 -> 0.2: src/sql/5*.sql). CREATE EXTENSION without VERSION installs 0.1 and follows the
+# update path to default_version (idempotency.control), so a fresh install and an upgraded one
+# run the same SQL.
+EXT_SQL_PARTS = $(sort $(wildcard src/sql/[0-4]*.sql))
+EXT_SQL_0_2 = $(sort $(wildcard src/sql/5*.sql))
+DATA_built = $(EXTENSION)--0.1.sql $(EXTENSION)--0.1--0.2.sql
+DATA = $(filter-out $(DATA_built),$(wildcard $(EXTENSION)--*--*.sql))
 
 PG_CPPFLAGS = -Icore -Isrc
 PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-register \
@@ -34,7 +40,10 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-$(EXTENSION)--$(EXTVERSION).sql: $(EXT_SQL_PARTS)
+$(EXTENSION)--0.1.sql: $(EXT_SQL_PARTS)
+	cat $^ > $@
+
+$(EXTENSION)--0.1--0.2.sql: $(EXT_SQL_0_2)
 	cat $^ > $@
 
 $(OBJS): $(wildcard core/*.hpp core/*.h src/*.hpp src/*.h)

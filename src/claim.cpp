@@ -7,6 +7,7 @@
 #include "guc.hpp"
 #include "lease.hpp"
 #include "spi_util.hpp"
+#include "stats.hpp"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -407,6 +408,7 @@ IDEM_PG_FUNCTION(idem_claim) {
         }
     }
     idem::pg::leave(&su);
+    idem::stats::count_claim(res.outcome);
 
     set_out(&res, O_OUTCOME, CStringGetTextDatum(res.outcome));
     HeapTuple tuple = heap_form_tuple(desc, res.values, res.nulls);
@@ -431,7 +433,8 @@ void explain_refusal(Datum *keyv, int32 attempt, const char *action, bool is_fin
                                 action)));
     idem::RecordState st = read_state();
     if (st.status == idem::Status::Processing) {
-        if (st.attempt != attempt)
+        if (st.attempt != attempt) {
+            idem::stats::count(idem::stats::RefusedFenced);
             ereport(ERROR,
                     (errcode(IK_FENCED), errmsg("attempt %d no longer owns this key", attempt),
                      errdetail("The current attempt is %d: the lease expired and another "
@@ -439,14 +442,17 @@ void explain_refusal(Datum *keyv, int32 attempt, const char *action, bool is_fin
                                st.attempt),
                      errhint("Do not report this attempt's result; the new owner decides the "
                              "outcome.")));
+        }
         elog(ERROR, "record of the owning attempt changed concurrently");
     }
     const char *stored = st.status == idem::Status::Completed ? "completed" : "failed";
-    if (st.attempt != attempt)
+    if (st.attempt != attempt) {
+        idem::stats::count(idem::stats::RefusedFinished);
         ereport(ERROR, (errcode(IK_FINISHED),
                         errmsg("the operation was already %s by attempt %d", stored, st.attempt),
                         errdetail("Attempt %d no longer owns this key.", attempt),
                         errhint("Do not report this attempt's result; replay the stored one.")));
+    }
     if (is_finish) {
         bool isnull;
         bool same = strcmp(stored, target_status) == 0 && st.retryable == target_retryable;
@@ -458,12 +464,14 @@ void explain_refusal(Datum *keyv, int32 attempt, const char *action, bool is_fin
         same = same && int4_equal(isnull, v, st_null, status);
         if (same)
             return; // the same call again: nothing to do
+        idem::stats::count(idem::stats::RefusedFinished);
         ereport(ERROR, (errcode(IK_FINISHED),
                         errmsg("the operation was already %s with a different result", stored),
                         errdetail("Attempt %d finished it before; a finished record is never "
                                   "changed.",
                                   attempt)));
     }
+    idem::stats::count(idem::stats::RefusedFinished);
     ereport(ERROR, (errcode(IK_FINISHED), errmsg("the operation was already %s", stored),
                     errdetail("A finished operation has no lease to %s.", action)));
 }

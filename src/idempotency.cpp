@@ -1,6 +1,7 @@
 // Module entry: PG_MODULE_MAGIC and the settings (GUCs).
 #include "pg_cpp.hpp"
 #include "guc.hpp"
+#include "stats.hpp"
 
 #include <climits>
 
@@ -49,4 +50,5 @@ void _PG_init(void) {
                             nullptr, &webhook_tolerance_s, 300, 0, INT_MAX, PGC_USERSET, GUC_UNIT_S,
                             nullptr, nullptr, nullptr);
     MarkGUCPrefixReserved("idempotency");
+    idem::stats::init(); // shared-memory counters, only under shared_preload_libraries
 }
