@@ -620,40 +620,43 @@ void CanonicalWriter::end_object() {
     if (depth_ == 0 || !frames_[depth_ - 1].object || !expect_key_)
         misuse("end_object without a matching begin_object");
     Frame &f = frames_[depth_ - 1];
-    Member *mb = members_.data() + f.members_begin;
-    Member *me = members_.data() + members_.size();
-    const char *kb = keys_.data();
-    auto name = [kb](const Member &m) { return std::string_view(kb + m.key_off, m.key_len); };
-    bool ordered = true;
-    for (Member *m = mb + 1; m < me; m++) {
-        if (compare_utf16(name(m[-1]), name(*m)) >= 0) {
-            ordered = false;
-            break;
-        }
-    }
-    if (!ordered) {
-        std::sort(mb, me, [&](const Member &a, const Member &b) {
-            return compare_utf16(name(a), name(b)) < 0;
-        });
+    const size_t count = members_.size() - f.members_begin;
+    if (count > 1) { // (0 or 1 members: nothing to order or compare)
+        Member *mb = members_.data() + f.members_begin;
+        Member *me = members_.data() + members_.size();
+        const char *kb = keys_.data();
+        auto name = [kb](const Member &m) { return std::string_view(kb + m.key_off, m.key_len); };
+        bool ordered = true;
         for (Member *m = mb + 1; m < me; m++) {
-            if (name(m[-1]) == name(*m)) {
-                std::string shown;
-                append_quoted(shown, name(*m).substr(0, 200));
-                throw Error(kMalformed, "duplicate member name in JSON object",
-                            "The name " + shown + " occurs more than once (after unescaping).",
-                            "I-JSON (RFC 7493) forbids duplicate names.");
+            if (compare_utf16(name(m[-1]), name(*m)) >= 0) {
+                ordered = false;
+                break;
             }
         }
-        scratch_.assign(out_, f.open_pos, std::string::npos);
-        out_.resize(f.open_pos);
-        bool first = true;
-        for (Member *m = mb; m < me; m++) {
-            if (!m->kept)
-                continue;
-            if (!first)
-                out_.push_back(',');
-            first = false;
-            out_.append(scratch_, m->start - f.open_pos, m->end - m->start);
+        if (!ordered) {
+            std::sort(mb, me, [&](const Member &a, const Member &b) {
+                return compare_utf16(name(a), name(b)) < 0;
+            });
+            for (Member *m = mb + 1; m < me; m++) {
+                if (name(m[-1]) == name(*m)) {
+                    std::string shown;
+                    append_quoted(shown, name(*m).substr(0, 200));
+                    throw Error(kMalformed, "duplicate member name in JSON object",
+                                "The name " + shown + " occurs more than once (after unescaping).",
+                                "I-JSON (RFC 7493) forbids duplicate names.");
+                }
+            }
+            scratch_.assign(out_, f.open_pos, std::string::npos);
+            out_.resize(f.open_pos);
+            bool first = true;
+            for (Member *m = mb; m < me; m++) {
+                if (!m->kept)
+                    continue;
+                if (!first)
+                    out_.push_back(',');
+                first = false;
+                out_.append(scratch_, m->start - f.open_pos, m->end - m->start);
+            }
         }
     }
     out_.push_back('}');

@@ -16,6 +16,7 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "mb/pg_wchar.h"
 #include "utils/array.h"
+#include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -76,8 +77,8 @@ void collect_paths(FunctionCallInfo fcinfo, int argno, const char *argname, Path
         PathSpec *ps = &pl->paths[i];
         if (len > 0 && s[0] == '{') {
             char *lit = text_to_cstring(t);
-            ArrayType *pa = DatumGetArrayTypeP(DirectFunctionCall3(
-                array_in, CStringGetDatum(lit), ObjectIdGetDatum(TEXTOID), Int32GetDatum(-1)));
+            // array_in needs an FmgrInfo (it caches in fn_extra): call it through one.
+            ArrayType *pa = DatumGetArrayTypeP(OidInputFunctionCall(F_ARRAY_IN, lit, TEXTOID, -1));
             if (ARR_NDIM(pa) > 1)
                 ereport(ERROR,
                         (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
