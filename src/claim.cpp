@@ -7,7 +7,6 @@
 #include "guc.hpp"
 #include "lease.hpp"
 #include "spi_util.hpp"
-#include "stats.hpp"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -60,23 +59,38 @@ const char *const SQL_INSERT =
 const Oid INSERT_TYPES[] = {TEXTOID,        TEXTOID,        BYTEAOID,
                             TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
-const char *const SQL_LOCK =
-    "SELECT " RECORD_COLUMNS " FROM idempotency.records r" WHERE_KEY " FOR UPDATE";
-const char *const SQL_LOCK_SKIP =
-    "SELECT " RECORD_COLUMNS " FROM idempotency.records r" WHERE_KEY " FOR UPDATE SKIP LOCKED";
+// A claim that finds the key reads the record without locking it (lookers must never block
+// the owner's complete or heartbeat). Under REPEATABLE READ / SERIALIZABLE it takes FOR KEY
+// SHARE, which conflicts with none of the record's updates but raises 40001 when the row
+// changed after the transaction's snapshot.
 const char *const SQL_GET = "SELECT " RECORD_COLUMNS " FROM idempotency.records r" WHERE_KEY;
+const char *const SQL_GET_SHARE =
+    "SELECT " RECORD_COLUMNS " FROM idempotency.records r" WHERE_KEY " FOR KEY SHARE";
 const Oid KEY_TYPES[] = {TEXTOID, TEXTOID};
 
-// Compare-and-set takeover of a row the caller has locked: fresh (TTL expired) replaces the
-// fingerprint and creation time too.
+// Compare-and-set takeover: succeeds only while the record is still in the state the decision
+// was made on (same attempt, status and retryable flag, and no live lease). Under READ
+// COMMITTED a concurrent change is waited for and the condition re-checked on the new row
+// version, so of two racing takers exactly one wins. fresh (TTL expired) also replaces the
+// fingerprint and creation time.
 const char *const SQL_TAKE =
     "UPDATE idempotency.records AS r SET status = 'processing', retryable = false, "
     "attempt = $3 OPERATOR(pg_catalog.+) 1, resource_id = NULL, response = NULL, "
     "response_status = NULL, fingerprint = CASE WHEN $8 THEN $4 ELSE r.fingerprint END, "
     "created_at = CASE WHEN $8 THEN $5 ELSE r.created_at END, updated_at = $5, "
-    "lease_expires_at = $6, expires_at = $7" WHERE_KEY " AND r.attempt OPERATOR(pg_catalog.=) $3";
-const Oid TAKE_TYPES[] = {TEXTOID,        TEXTOID,        INT4OID,        BYTEAOID,
-                          TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID};
+    "lease_expires_at = $6, expires_at = $7" WHERE_KEY
+    " AND r.attempt OPERATOR(pg_catalog.=) $3 AND r.status OPERATOR(pg_catalog.=) $9"
+    " AND r.retryable OPERATOR(pg_catalog.=) $10"
+    " AND (r.lease_expires_at IS NULL OR r.lease_expires_at OPERATOR(pg_catalog.<=) $5)";
+const Oid TAKE_TYPES[] = {TEXTOID,        TEXTOID,        INT4OID, BYTEAOID, TIMESTAMPTZOID,
+                          TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID, TEXTOID,  BOOLOID};
+
+// Moves the lease of a record this transaction has just inserted to start at $3 (used when
+// the insert had to wait for another transaction before it succeeded).
+const char *const SQL_RESTAMP =
+    "UPDATE idempotency.records AS r SET created_at = $3, updated_at = $3, "
+    "lease_expires_at = $4, expires_at = $5" WHERE_KEY;
+const Oid RESTAMP_TYPES[] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
 // Stores the outcome of the owning attempt; the record is then kept for at least as long
 // after the finish as its TTL window was long at the claim.
@@ -95,7 +109,24 @@ const char *const SQL_HEARTBEAT =
     " AND r.attempt OPERATOR(pg_catalog.=) $3 AND r.status OPERATOR(pg_catalog.=) 'processing'";
 const Oid HEARTBEAT_TYPES[] = {TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
-SPIPlanPtr plan_insert, plan_lock, plan_lock_skip, plan_get, plan_take, plan_finish, plan_heartbeat;
+SPIPlanPtr plan_insert, plan_get, plan_get_share, plan_take, plan_restamp, plan_finish,
+    plan_heartbeat;
+
+// An insert that took longer than this (it waited for another transaction) restarts the lease.
+constexpr int64 RESTAMP_AFTER_USEC = 10000;
+
+// The status column's text for a record state.
+const char *status_text(idem::Status s) {
+    switch (s) {
+    case idem::Status::Processing:
+        return "processing";
+    case idem::Status::Completed:
+        return "completed";
+    case idem::Status::Failed:
+        break;
+    }
+    return "failed";
+}
 
 // Raises 22004 for a NULL argument.
 void require_arg(FunctionCallInfo fcinfo, int argno, const char *name) {
@@ -295,16 +326,21 @@ IDEM_PG_FUNCTION(idem_claim) {
     idem::pg::SavedUser su;
     idem::pg::enter(&su);
     saved_plan(&plan_insert, SQL_INSERT, 6, INSERT_TYPES);
-    saved_plan(&plan_lock, SQL_LOCK, 2, KEY_TYPES);
-    saved_plan(&plan_take, SQL_TAKE, 8, TAKE_TYPES);
+    bool snapshot_xact = IsolationUsesXactSnapshot();
+    SPIPlanPtr get = snapshot_xact ? saved_plan(&plan_get_share, SQL_GET_SHARE, 2, KEY_TYPES)
+                                   : saved_plan(&plan_get, SQL_GET, 2, KEY_TYPES);
 
     Datum keyv[2] = {scope, key};
     for (int round = 0; res.outcome == nullptr; round++) {
         if (round == 10)
             ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-                            errmsg("could not claim the key: its record kept being deleted "
+                            errmsg("could not claim the key: its record kept changing "
                                    "concurrently"),
                             errhint("Retry the transaction.")));
+        if (round > 0) {
+            now = GetCurrentTimestamp();
+            times = idem::claim_times(now, lease_us, ttl_us);
+        }
         Datum ins[6] = {scope,
                         key,
                         fingerprint,
@@ -316,39 +352,34 @@ IDEM_PG_FUNCTION(idem_claim) {
         uint64 n = wait ? exec(plan_insert, ins, ins_nulls, false, 0)
                         : insert_nowait(ins, ins_nulls, &busy);
         if (n == 1) {
+            // The insert may have waited for a transaction holding the same key that then
+            // rolled back: the lease starts when the caller gets the key, not when it asked.
+            TimestampTz after = GetCurrentTimestamp();
+            if (after - now > Min(RESTAMP_AFTER_USEC, lease_us / 10)) {
+                now = after;
+                times = idem::claim_times(now, lease_us, ttl_us);
+                saved_plan(&plan_restamp, SQL_RESTAMP, 5, RESTAMP_TYPES);
+                Datum rs[5] = {scope, key, TimestampTzGetDatum(now),
+                               TimestampTzGetDatum(times.lease_expires),
+                               TimestampTzGetDatum(times.expires)};
+                exec(plan_restamp, rs, nullptr, false, 0);
+            }
             res.outcome = "claimed";
             set_out(&res, O_ATTEMPT, Int32GetDatum(1));
             set_out(&res, O_LEASE, TimestampTzGetDatum(times.lease_expires));
             set_out(&res, O_EXPIRES, TimestampTzGetDatum(times.expires));
             break;
         }
-        if (busy) { // an uncommitted transaction holds a new record for this key
+        if (busy) { // an unfinished transaction is inserting or changing this key's record
             res.outcome = "in_progress";
             break;
         }
 
-        if (wait) {
-            n = exec(plan_lock, keyv, nullptr, false, 1);
-        } else {
-            saved_plan(&plan_lock_skip, SQL_LOCK_SKIP, 2, KEY_TYPES);
-            n = exec(plan_lock_skip, keyv, nullptr, false, 1);
-            if (n == 0) { // locked by an unfinished transaction, or deleted
-                saved_plan(&plan_get, SQL_GET, 2, KEY_TYPES);
-                if (exec(plan_get, keyv, nullptr, false, 1) == 1) {
-                    bool isnull;
-                    res.outcome = "in_progress";
-                    set_out(&res, O_ATTEMPT, col(0, C_ATTEMPT, &isnull));
-                    Datum lease = col(0, C_LEASE_EXPIRES, &isnull);
-                    if (!isnull)
-                        set_out(&res, O_LEASE, lease);
-                    set_out(&res, O_EXPIRES, col(0, C_EXPIRES, &isnull));
-                    break;
-                }
-            }
-        }
-        if (n == 0)
+        // The key exists, and the insert has waited for any transaction that was inserting or
+        // changing its record: this read sees the latest committed state.
+        if (exec(get, keyv, nullptr, false, 1) == 0)
             continue; // deleted (purged) since the insert saw it: insert again
-
+        now = GetCurrentTimestamp();
         idem::RecordState st = read_state();
         bool stored_fp_null;
         Datum stored_fp = col(0, C_FINGERPRINT, &stored_fp_null);
@@ -387,18 +418,23 @@ IDEM_PG_FUNCTION(idem_claim) {
             if (st.attempt == PG_INT32_MAX)
                 ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
                                 errmsg("attempt counter of this key is exhausted")));
+            times = idem::claim_times(now, lease_us, ttl_us);
             bool fresh = d == idem::ClaimDecision::Fresh;
-            Datum take[8] = {scope,
-                             key,
-                             Int32GetDatum(st.attempt),
-                             fingerprint,
-                             TimestampTzGetDatum(now),
-                             TimestampTzGetDatum(times.lease_expires),
-                             TimestampTzGetDatum(times.expires),
-                             BoolGetDatum(fresh)};
-            char take_nulls[8] = {' ', ' ', ' ', fp_null ? 'n' : ' ', ' ', ' ', ' ', ' '};
+            Datum take[10] = {scope,
+                              key,
+                              Int32GetDatum(st.attempt),
+                              fingerprint,
+                              TimestampTzGetDatum(now),
+                              TimestampTzGetDatum(times.lease_expires),
+                              TimestampTzGetDatum(times.expires),
+                              BoolGetDatum(fresh),
+                              CStringGetTextDatum(status_text(st.status)),
+                              BoolGetDatum(st.retryable)};
+            char take_nulls[10] = {' ', ' ', ' ', fp_null ? 'n' : ' ', ' ', ' ', ' ',
+                                   ' ', ' ', ' '};
+            saved_plan(&plan_take, SQL_TAKE, 10, TAKE_TYPES);
             if (exec(plan_take, take, take_nulls, false, 0) != 1)
-                elog(ERROR, "takeover of a locked record updated no row");
+                continue; // the record changed since it was read: decide again
             res.outcome = idem::outcome_name(d);
             set_out(&res, O_ATTEMPT, Int32GetDatum(st.attempt + 1));
             set_out(&res, O_LEASE, TimestampTzGetDatum(times.lease_expires));
@@ -408,7 +444,6 @@ IDEM_PG_FUNCTION(idem_claim) {
         }
     }
     idem::pg::leave(&su);
-    idem::stats::count_claim(res.outcome);
 
     set_out(&res, O_OUTCOME, CStringGetTextDatum(res.outcome));
     HeapTuple tuple = heap_form_tuple(desc, res.values, res.nulls);
@@ -418,8 +453,9 @@ IDEM_PG_FUNCTION(idem_claim) {
 namespace {
 
 // Why a complete/fail/heartbeat of (scope, key, attempt) matched no processing row: raises
-// the documented error, or returns when the call repeats what is already stored (a no-op).
-void explain_refusal(Datum *keyv, int32 attempt, const char *action, bool is_finish,
+// the documented error, returns true when the call repeats what is already stored (a no-op),
+// or false when the record changed between the update and this read (try again).
+bool explain_refusal(Datum *keyv, int32 attempt, const char *action, bool is_finish,
                      const char *target_status, bool target_retryable, bool rid_null, Datum rid,
                      bool resp_null, Datum resp, bool st_null, Datum status) {
     saved_plan(&plan_get, SQL_GET, 2, KEY_TYPES);
@@ -434,7 +470,6 @@ void explain_refusal(Datum *keyv, int32 attempt, const char *action, bool is_fin
     idem::RecordState st = read_state();
     if (st.status == idem::Status::Processing) {
         if (st.attempt != attempt) {
-            idem::stats::count(idem::stats::RefusedFenced);
             ereport(ERROR,
                     (errcode(IK_FENCED), errmsg("attempt %d no longer owns this key", attempt),
                      errdetail("The current attempt is %d: the lease expired and another "
@@ -443,11 +478,10 @@ void explain_refusal(Datum *keyv, int32 attempt, const char *action, bool is_fin
                      errhint("Do not report this attempt's result; the new owner decides the "
                              "outcome.")));
         }
-        elog(ERROR, "record of the owning attempt changed concurrently");
+        return false; // the record changed between the update and this read: try again
     }
     const char *stored = st.status == idem::Status::Completed ? "completed" : "failed";
     if (st.attempt != attempt) {
-        idem::stats::count(idem::stats::RefusedFinished);
         ereport(ERROR, (errcode(IK_FINISHED),
                         errmsg("the operation was already %s by attempt %d", stored, st.attempt),
                         errdetail("Attempt %d no longer owns this key.", attempt),
@@ -463,15 +497,13 @@ void explain_refusal(Datum *keyv, int32 attempt, const char *action, bool is_fin
         v = col(0, C_RESPONSE_STATUS, &isnull);
         same = same && int4_equal(isnull, v, st_null, status);
         if (same)
-            return; // the same call again: nothing to do
-        idem::stats::count(idem::stats::RefusedFinished);
+            return true; // the same call again: nothing to do
         ereport(ERROR, (errcode(IK_FINISHED),
                         errmsg("the operation was already %s with a different result", stored),
                         errdetail("Attempt %d finished it before; a finished record is never "
                                   "changed.",
                                   attempt)));
     }
-    idem::stats::count(idem::stats::RefusedFinished);
     ereport(ERROR, (errcode(IK_FINISHED), errmsg("the operation was already %s", stored),
                     errdetail("A finished operation has no lease to %s.", action)));
 }
@@ -503,11 +535,13 @@ Datum finish(FunctionCallInfo fcinfo, const char *target_status, bool retryable,
     char n[9] = {
         ' ', ' ', ' ', ' ', ' ', rid_null ? 'n' : ' ', resp_null ? 'n' : ' ', st_null ? 'n' : ' ',
         ' '};
-    bool stored = exec(plan_finish, v, n, false, 0) == 1;
-    if (!stored) {
+    bool stored = false;
+    for (int round = 0; round < 10; round++) {
+        stored = exec(plan_finish, v, n, false, 0) == 1;
         Datum keyv[2] = {scope, key};
-        explain_refusal(keyv, attempt, action, true, target_status, retryable, rid_null, rid,
-                        resp_null, resp, st_null, status);
+        if (stored || explain_refusal(keyv, attempt, action, true, target_status, retryable,
+                                      rid_null, rid, resp_null, resp, st_null, status))
+            break;
     }
     idem::pg::leave(&su);
     PG_RETURN_BOOL(stored);
@@ -542,7 +576,7 @@ IDEM_PG_FUNCTION(idem_heartbeat) {
     saved_plan(&plan_heartbeat, SQL_HEARTBEAT, 5, HEARTBEAT_TYPES);
     Datum v[5] = {scope, key, Int32GetDatum(attempt), TimestampTzGetDatum(now),
                   TimestampTzGetDatum(times.lease_expires)};
-    if (exec(plan_heartbeat, v, nullptr, false, 0) != 1) {
+    for (int round = 0; round < 10 && exec(plan_heartbeat, v, nullptr, false, 0) != 1; round++) {
         Datum keyv[2] = {scope, key};
         explain_refusal(keyv, attempt, "extend", false, nullptr, false, true, 0, true, 0, true, 0);
     }
