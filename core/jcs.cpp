@@ -646,6 +646,11 @@ void CanonicalWriter::end_object() {
                                 "I-JSON (RFC 7493) forbids duplicate names.");
                 }
             }
+            // Reordering copies the object once; nested unordered objects are copied once per
+            // level, so poll the interrupt callback for big ones.
+            if (out_.size() - f.open_pos > 65536 && opts_.interrupted != nullptr &&
+                opts_.interrupted())
+                throw Interrupted();
             scratch_.assign(out_, f.open_pos, std::string::npos);
             out_.resize(f.open_pos);
             bool first = true;

@@ -2,8 +2,9 @@
 // (RFC 7493) parser for raw JSON text, ECMAScript number formatting, an exact-number mode and
 // include/exclude path filters. Server-independent (never includes postgres.h).
 //
-// Limits: nesting deeper than Options::max_depth (default 1000) raises SQLSTATE 54001. Nothing
-// recurses: the parser and the writer keep explicit stacks, so depth never threatens the C stack.
+// Limits: nesting deeper than Options::max_depth (default 10000, more than PostgreSQL's jsonb
+// parser accepts with the default max_stack_depth) raises SQLSTATE 54001. Nothing recurses: the
+// parser and the writer keep explicit stacks, so depth never threatens the C stack.
 #pragma once
 
 #include "crypto.hpp"
@@ -25,7 +26,7 @@ struct Options {
     // text), printed with ECMAScript's layout rules and all significant digits.
     bool exact_numbers = false;
     // Nesting deeper than this raises 54001.
-    unsigned max_depth = 1000;
+    unsigned max_depth = 10000;
     // Polled every few thousand tokens; returning true makes the work throw idem::Interrupted.
     bool (*interrupted)() = nullptr;
     // Members/elements at these paths are removed before canonicalisation.

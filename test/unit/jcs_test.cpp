@@ -354,11 +354,16 @@ TEST(JcsDepth, DeepNestingIsACleanError) {
     // With the limit raised, the answer is correct (nothing recurses).
     EXPECT_EQ(canonicalize_text(deep, big), deep);
     EXPECT_EQ(canonicalize_text(deepobj, big), deepobj);
-    // The limit itself: 1000 levels pass, 1001 do not.
-    std::string ok(1000, '[');
-    ok += std::string(1000, ']');
+    // The limit itself: 10000 levels pass, 10001 do not.
+    std::string ok(10000, '[');
+    ok += std::string(10000, ']');
     EXPECT_EQ(canon(ok), ok);
     EXPECT_EQ(sqlstate_of("[" + ok + "]"), "54001");
+    Options small;
+    small.max_depth = 2;
+    EXPECT_EQ(canonicalize_text("[[1]]", small), "[[1]]");
+    EXPECT_EQ(sqlstate_of("[[[1]]]", small), "54001");
+    EXPECT_EQ(sqlstate_of("{\"a\":{\"b\":{}}}", small), "54001");
 }
 
 namespace {
