@@ -7,6 +7,7 @@
 #include "guc.hpp"
 #include "lease.hpp"
 #include "spi_util.hpp"
+#include "stats.hpp"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -444,6 +445,7 @@ IDEM_PG_FUNCTION(idem_claim) {
         }
     }
     idem::pg::leave(&su);
+    idem::stats::count_claim(res.outcome);
 
     set_out(&res, O_OUTCOME, CStringGetTextDatum(res.outcome));
     HeapTuple tuple = heap_form_tuple(desc, res.values, res.nulls);
@@ -470,6 +472,7 @@ bool explain_refusal(Datum *keyv, int32 attempt, const char *action, bool is_fin
     idem::RecordState st = read_state();
     if (st.status == idem::Status::Processing) {
         if (st.attempt != attempt) {
+            idem::stats::count(idem::stats::RefusedFenced);
             ereport(ERROR,
                     (errcode(IK_FENCED), errmsg("attempt %d no longer owns this key", attempt),
                      errdetail("The current attempt is %d: the lease expired and another "
@@ -482,6 +485,7 @@ bool explain_refusal(Datum *keyv, int32 attempt, const char *action, bool is_fin
     }
     const char *stored = st.status == idem::Status::Completed ? "completed" : "failed";
     if (st.attempt != attempt) {
+        idem::stats::count(idem::stats::RefusedFinished);
         ereport(ERROR, (errcode(IK_FINISHED),
                         errmsg("the operation was already %s by attempt %d", stored, st.attempt),
                         errdetail("Attempt %d no longer owns this key.", attempt),
@@ -498,12 +502,14 @@ bool explain_refusal(Datum *keyv, int32 attempt, const char *action, bool is_fin
         same = same && int4_equal(isnull, v, st_null, status);
         if (same)
             return true; // the same call again: nothing to do
+        idem::stats::count(idem::stats::RefusedFinished);
         ereport(ERROR, (errcode(IK_FINISHED),
                         errmsg("the operation was already %s with a different result", stored),
                         errdetail("Attempt %d finished it before; a finished record is never "
                                   "changed.",
                                   attempt)));
     }
+    idem::stats::count(idem::stats::RefusedFinished);
     ereport(ERROR, (errcode(IK_FINISHED), errmsg("the operation was already %s", stored),
                     errdetail("A finished operation has no lease to %s.", action)));
 }
