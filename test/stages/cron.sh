@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Proves that a scheduled purge really runs under pg_cron (docs/lifecycle.md "Scheduling"):
+#  1. in the cron database (cron.database_name = postgres) a job purging that database;
+#  2. from the cron database, a job purging another database (cron.schedule_in_database);
+# each deletes exactly the expired rows and keeps the live ones, and cron.job_run_details shows
+# a succeeded run. Also: rescheduling updates the job (never a duplicate), unscheduling removes
+# it, and without CREATE EXTENSION pg_cron the error says what to run.
+# Needs the running test cluster (PGHOST/PGPORT/PGUSER from test/pgcluster). pg_cron 1.4 has no
+# seconds schedules, so the jobs run at the next minute boundary: takes up to ~65 s.
+set -euo pipefail
+CRON_DB=postgres
+TARGET_DB=idem_cron_target
+fail() { echo "cron: FAIL: $*" >&2; exit 1; }
+q() { PGOPTIONS='-c client_min_messages=warning' psql -X -qtA -v ON_ERROR_STOP=1 -d "$1" -c "$2"; }
+
+# the expired and live rows of a database
+seed() {
+    q "$1" "DELETE FROM idempotency.records;
+        INSERT INTO idempotency.records (scope, key, status, attempt, created_at, updated_at,
+                                         lease_expires_at, expires_at)
+        SELECT 'cron', 'expired-' || g, 'completed', 1, now() - interval '2 days',
+               now() - interval '2 days', NULL::timestamptz, now() - interval '1 day'
+        FROM generate_series(1, 2500) g
+        UNION ALL
+        SELECT 'cron', 'live-' || g, 'completed', 1, now(), now(), NULL, now() + interval '1 day'
+        FROM generate_series(1, 10) g
+        UNION ALL
+        SELECT 'cron', 'stuck', 'processing', 1, now() - interval '2 days', now() - interval '2 days',
+               now() - interval '2 days', now() - interval '1 day';"
+}
+
+q $CRON_DB "DROP EXTENSION IF EXISTS idempotency CASCADE; CREATE EXTENSION idempotency;"
+if [ "$(q $CRON_DB "SELECT count(*) FROM pg_extension WHERE extname = 'pg_cron'")" = 0 ]; then
+    err=$(psql -X -qtA -d $CRON_DB -c "SELECT idem_schedule_purge()" 2>&1 || true)
+    echo "$err" | grep -q 'extension pg_cron is not installed in database "postgres"' ||
+        fail "expected the missing pg_cron error, got: $err"
+    echo "$err" | grep -q 'HINT:  Run CREATE EXTENSION pg_cron in database "postgres".' ||
+        fail "expected the CREATE EXTENSION hint, got: $err"
+    echo "cron: missing pg_cron reported with its hint"
+    q $CRON_DB "CREATE EXTENSION pg_cron"
+fi
+q $CRON_DB "DROP DATABASE IF EXISTS $TARGET_DB"
+q $CRON_DB "CREATE DATABASE $TARGET_DB"
+q $TARGET_DB "CREATE EXTENSION idempotency"
+seed $CRON_DB
+seed $TARGET_DB
+
+# schedule both; scheduling again updates the same job
+local_job=$(q $CRON_DB "SELECT idem_schedule_purge('0 0 1 1 *')")
+again=$(q $CRON_DB "SELECT idem_schedule_purge('* * * * *', batch_size => 1000)")
+[ "$local_job" = "$again" ] || fail "rescheduling created job $again next to $local_job"
+remote_job=$(q $CRON_DB "SELECT idem_schedule_purge('* * * * *', '$TARGET_DB', 1000)")
+jobs=$(q $CRON_DB "SELECT string_agg(jobname || ' ' || schedule || ' ' || database || ' ' || command, ' | '
+                   ORDER BY jobname) FROM cron.job WHERE jobname LIKE 'idempotency-purge:%'")
+expect="idempotency-purge:$TARGET_DB * * * * * $TARGET_DB CALL public.idem_purge_loop(batch_size => 1000) | idempotency-purge:postgres * * * * * postgres CALL public.idem_purge_loop(batch_size => 1000)"
+[ "$jobs" = "$expect" ] || fail "cron.job: $jobs"
+echo "cron: jobs $local_job ($CRON_DB) and $remote_job ($TARGET_DB) scheduled: $jobs"
+
+# wait for a succeeded run of each (at the next minute boundary)
+for i in $(seq 1 90); do
+    done_runs=$(q $CRON_DB "SELECT count(DISTINCT jobid) FROM cron.job_run_details
+                            WHERE jobid IN ($local_job, $remote_job) AND status = 'succeeded'")
+    [ "$done_runs" = 2 ] && break
+    bad=$(q $CRON_DB "SELECT string_agg(jobid || ': ' || return_message, '; ') FROM cron.job_run_details
+                      WHERE jobid IN ($local_job, $remote_job) AND status = 'failed'")
+    [ -z "$bad" ] || fail "a purge run failed: $bad"
+    sleep 1
+done
+[ "$done_runs" = 2 ] || fail "no succeeded run of both jobs after 90 s: $(q $CRON_DB "SELECT * FROM cron.job_run_details")"
+q $CRON_DB "SELECT jobid, database, command, status, return_message FROM cron.job_run_details
+            WHERE jobid IN ($local_job, $remote_job) ORDER BY jobid, runid" | sed 's/^/cron: run /'
+
+for db in $CRON_DB $TARGET_DB; do
+    counts=$(q $db "SELECT count(*) FILTER (WHERE key LIKE 'expired-%') || ' expired, ' ||
+                           count(*) FILTER (WHERE key LIKE 'live-%') || ' live, ' ||
+                           count(*) FILTER (WHERE key = 'stuck') || ' stuck'
+                    FROM idempotency.records")
+    [ "$counts" = "0 expired, 10 live, 1 stuck" ] || fail "$db after the purge: $counts"
+    echo "cron: $db after the scheduled purge: $counts"
+done
+
+# unschedule: true, then false; nothing left in cron.job
+[ "$(q $CRON_DB "SELECT idem_unschedule_purge()")" = t ] || fail "unschedule $CRON_DB"
+[ "$(q $CRON_DB "SELECT idem_unschedule_purge('$TARGET_DB')")" = t ] || fail "unschedule $TARGET_DB"
+[ "$(q $CRON_DB "SELECT idem_unschedule_purge()")" = f ] || fail "second unschedule"
+[ "$(q $CRON_DB "SELECT count(*) FROM cron.job WHERE jobname LIKE 'idempotency-purge:%'")" = 0 ] ||
+    fail "jobs left in cron.job"
+q $CRON_DB "DROP DATABASE $TARGET_DB WITH (FORCE)"
+q $CRON_DB "DROP EXTENSION idempotency"
+echo "cron: ok"
