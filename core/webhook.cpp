@@ -22,6 +22,10 @@ constexpr int64_t usec_per_sec = 1000000;
                 std::move(hint));
 }
 
+[[noreturn]] void malformed_header(std::string message, std::string detail) {
+    throw MalformedHeader(sqlstate::invalid_parameter_value, std::move(message), std::move(detail));
+}
+
 bool is_base64_char(unsigned char c) {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
            c == '/';
@@ -185,13 +189,14 @@ std::string standard_key(std::string_view secret, size_t index) {
 // Decimal unix seconds, 1 to 18 digits (no sign, no spaces).
 int64_t parse_timestamp(std::string_view text, const char *what) {
     if (text.empty() || text.size() > 18)
-        malformed(std::string("malformed webhook timestamp (") + what + ")",
-                  "The timestamp must be unix seconds written as 1 to 18 decimal digits.");
+        malformed_header(std::string("malformed webhook timestamp (") + what + ")",
+                         "The timestamp must be unix seconds written as 1 to 18 decimal digits.");
     int64_t v = 0;
     for (char ch : text) {
         if (ch < '0' || ch > '9')
-            malformed(std::string("malformed webhook timestamp (") + what + ")",
-                      "The timestamp must be unix seconds written as 1 to 18 decimal digits.");
+            malformed_header(
+                std::string("malformed webhook timestamp (") + what + ")",
+                "The timestamp must be unix seconds written as 1 to 18 decimal digits.");
         v = v * 10 + (ch - '0');
     }
     return v;
@@ -229,9 +234,10 @@ Verdict verify_standard(const std::vector<std::string_view> &secrets, std::strin
         entries++;
         size_t comma = token.find(',');
         if (comma == std::string_view::npos)
-            malformed("malformed webhook-signature header",
-                      "Entry " + std::to_string(entries) +
-                          " has no comma; each space-separated entry is \"<version>,<base64>\".");
+            malformed_header(
+                "malformed webhook-signature header",
+                "Entry " + std::to_string(entries) +
+                    " has no comma; each space-separated entry is \"<version>,<base64>\".");
         if (token.substr(0, comma) != "v1")
             continue; // another scheme (e.g. v1a, asymmetric): not ours to check
         std::string_view sig = token.substr(comma + 1);
@@ -241,8 +247,8 @@ Verdict verify_standard(const std::vector<std::string_view> &secrets, std::strin
         candidates.push_back(std::move(c));
     }
     if (entries == 0)
-        malformed("webhook-signature header is empty",
-                  "Expected one or more space-separated \"v1,<base64>\" entries.");
+        malformed_header("webhook-signature header is empty",
+                         "Expected one or more space-separated \"v1,<base64>\" entries.");
 
     std::string content = signed_standard_content(msg_id, timestamp, payload);
     std::vector<Digest> expected;
@@ -275,14 +281,16 @@ Verdict verify_stripe(const std::vector<std::string_view> &secrets, std::string_
         items++;
         size_t eq = item.find('=');
         if (eq == std::string_view::npos)
-            malformed("malformed Stripe-Signature header",
-                      "Item " + std::to_string(items) +
-                          " is not \"<key>=<value>\"; expected \"t=<unix seconds>,v1=<hex>\".");
+            malformed_header(
+                "malformed Stripe-Signature header",
+                "Item " + std::to_string(items) +
+                    " is not \"<key>=<value>\"; expected \"t=<unix seconds>,v1=<hex>\".");
         std::string_view key = item.substr(0, eq);
         std::string_view value = item.substr(eq + 1);
         if (key == "t") {
             if (have_t)
-                malformed("malformed Stripe-Signature header", "It has more than one t= item.");
+                malformed_header("malformed Stripe-Signature header",
+                                 "It has more than one t= item.");
             have_t = true;
             t_text = value;
         } else if (key == "v1") {
@@ -296,7 +304,7 @@ Verdict verify_stripe(const std::vector<std::string_view> &secrets, std::string_
         rest = rest.substr(comma + 1);
     }
     if (!have_t)
-        malformed("malformed Stripe-Signature header", "It has no t=<unix seconds> item.");
+        malformed_header("malformed Stripe-Signature header", "It has no t=<unix seconds> item.");
     int64_t ts = parse_timestamp(t_text, "t");
 
     std::string content;

@@ -6,12 +6,21 @@
 // directions. Errors are idem::Error 22023 and never contain a secret.
 #pragma once
 
+#include "error.hpp"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace idem::webhook {
+
+// The idem::Error (22023) raised for a malformed signature header or timestamp, i.e. input the
+// sender controls; a receiver may treat it as an invalid signature.
+class MalformedHeader : public Error {
+  public:
+    using Error::Error;
+};
 
 // RFC 4648 base64 (standard alphabet, with padding), through OpenSSL EVP_EncodeBlock.
 std::string base64_encode(std::string_view bytes);

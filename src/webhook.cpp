@@ -1,0 +1,336 @@
+// Webhook signatures: idem_webhook_verify_standard, idem_webhook_verify_stripe,
+// idem_webhook_sign_standard, idem_webhook_sign_stripe and idem_webhook_receive (verify, then
+// record in the inbox through idem_inbox_receive).
+//
+// Payloads arrive as text or bytea; both are varlenas whose bytes are signed as they are (never
+// jsonb, which re-serialises). The core (core/webhook.hpp) does the parsing and the constant-time
+// comparison inside run_cpp; this file only gathers the bytes and the clock.
+#include "pg_cpp.hpp"
+#include "guc.hpp"
+#include "crypto.hpp"
+#include "lease.hpp"
+#include "webhook.hpp"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "datatype/timestamp.h"
+#include "utils/array.h"
+#include "utils/timestamp.h"
+}
+
+extern "C" Datum idem_inbox_receive(PG_FUNCTION_ARGS); // src/inbox.cpp
+
+namespace {
+
+// Bytes of a detoasted varlena (plain memory, valid for the rest of the call).
+struct Bytes {
+    const char *data;
+    size_t len;
+};
+
+constexpr int MAX_SECRETS = 16;
+
+struct Secrets {
+    int n;
+    Bytes items[MAX_SECRETS];
+};
+
+// Raises 22004 for a NULL argument.
+void require_arg(FunctionCallInfo fcinfo, int argno, const char *name) {
+    if (PG_ARGISNULL(argno))
+        ereport(ERROR,
+                (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not be null", name)));
+}
+
+Bytes varlena_bytes(Datum d) {
+    struct varlena *v = pg_detoast_datum_packed(reinterpret_cast<struct varlena *>(d));
+    return {VARDATA_ANY(v), VARSIZE_ANY_EXHDR(v)};
+}
+
+Bytes bytes_arg(FunctionCallInfo fcinfo, int argno, const char *name) {
+    require_arg(fcinfo, argno, name);
+    return varlena_bytes(PG_GETARG_DATUM(argno));
+}
+
+// The secrets of argument argno: one text, or a text[] without NULLs (1 to 16 elements).
+void secrets_arg(FunctionCallInfo fcinfo, int argno, bool is_array, Secrets *out) {
+    require_arg(fcinfo, argno, is_array ? "secrets" : "secret");
+    out->n = 0;
+    if (!is_array) {
+        out->items[out->n++] = varlena_bytes(PG_GETARG_DATUM(argno));
+        return;
+    }
+    ArrayType *arr = PG_GETARG_ARRAYTYPE_P(argno);
+    if (ARR_NDIM(arr) > 1)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("secrets must be a one-dimensional array")));
+    Datum *elems;
+    bool *nulls;
+    int n;
+    deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+    if (n > MAX_SECRETS)
+        ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+                        errmsg("at most %d webhook secrets are allowed", MAX_SECRETS)));
+    for (int i = 0; i < n; i++) {
+        if (nulls[i])
+            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                            errmsg("webhook secret %d is null", i + 1)));
+        out->items[out->n++] = varlena_bytes(elems[i]);
+    }
+}
+
+// The clock: now (or the current time) as unix microseconds, and the tolerance (or the
+// idempotency.webhook_tolerance setting).
+idem::webhook::Clock clock_args(FunctionCallInfo fcinfo, int tolerance_arg, int now_arg,
+                                idem::pg::PendingError *pe, bool *ok) {
+    TimestampTz now =
+        PG_ARGISNULL(now_arg) ? GetCurrentTimestamp() : PG_GETARG_TIMESTAMPTZ(now_arg);
+    if (TIMESTAMP_NOT_FINITE(now))
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("now must be finite")));
+    constexpr int64 unix_offset =
+        static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+    idem::webhook::Clock clock{now + unix_offset,
+                               static_cast<int64>(idem::guc::webhook_tolerance_s) * USECS_PER_SEC};
+    *ok = true;
+    if (!PG_ARGISNULL(tolerance_arg)) {
+        Interval *iv = PG_GETARG_INTERVAL_P(tolerance_arg);
+        int32 month = iv->month, day = iv->day;
+        int64 time = iv->time;
+        *ok = idem::pg::run_cpp(
+            *pe, [&] { clock.tolerance_usec = idem::interval_usec(month, day, time); });
+    }
+    return clock;
+}
+
+// Runs a verification in the core. *verdict is set on success; *malformed_header tells that the
+// error came from sender-controlled input (header or timestamp syntax).
+struct VerifyInput {
+    bool stripe;
+    const Secrets *secrets;
+    Bytes msg_id, timestamp, payload, header;
+    idem::webhook::Clock clock;
+};
+
+bool run_verify(const VerifyInput &in, idem::webhook::Verdict *verdict, bool *malformed_header,
+                idem::pg::PendingError *pe) {
+    *malformed_header = false;
+    return idem::pg::run_cpp(*pe, [&] {
+        std::vector<std::string_view> secrets;
+        for (int i = 0; i < in.secrets->n; i++)
+            secrets.emplace_back(in.secrets->items[i].data, in.secrets->items[i].len);
+        std::string_view payload(in.payload.data, in.payload.len);
+        std::string_view header(in.header.data, in.header.len);
+        try {
+            if (in.stripe)
+                *verdict = idem::webhook::verify_stripe(secrets, header, payload, in.clock);
+            else
+                *verdict = idem::webhook::verify_standard(
+                    secrets, std::string_view(in.msg_id.data, in.msg_id.len),
+                    std::string_view(in.timestamp.data, in.timestamp.len), payload, header,
+                    in.clock);
+        } catch (const idem::webhook::MalformedHeader &) {
+            *malformed_header = true;
+            throw;
+        }
+    });
+}
+
+// Shared body of the boolean verify functions; args: secrets, [msg_id, timestamp,] payload,
+// header, tolerance, now.
+Datum verify(FunctionCallInfo fcinfo, bool stripe, bool secrets_array) {
+    Secrets secrets;
+    secrets_arg(fcinfo, 0, secrets_array, &secrets);
+    VerifyInput in{};
+    in.stripe = stripe;
+    in.secrets = &secrets;
+    int a = 1;
+    if (!stripe) {
+        in.msg_id = bytes_arg(fcinfo, a++, "msg_id");
+        in.timestamp = bytes_arg(fcinfo, a++, "msg_timestamp");
+        in.payload = bytes_arg(fcinfo, a++, "payload");
+        in.header = bytes_arg(fcinfo, a++, "signature_header");
+    } else {
+        in.header = bytes_arg(fcinfo, a++, "header");
+        in.payload = bytes_arg(fcinfo, a++, "payload");
+    }
+    idem::pg::PendingError pe;
+    bool ok;
+    in.clock = clock_args(fcinfo, a, a + 1, &pe, &ok);
+    if (!ok)
+        idem::pg::raise(pe);
+    idem::webhook::Verdict verdict = idem::webhook::Verdict::InvalidSignature;
+    bool malformed;
+    if (!run_verify(in, &verdict, &malformed, &pe))
+        idem::pg::raise(pe);
+    PG_RETURN_BOOL(verdict == idem::webhook::Verdict::Valid);
+}
+
+// Copies a std::string result into a new text datum (the string is destroyed before palloc).
+bool run_sign(idem::pg::PendingError *pe, char *buf, size_t cap, size_t *len,
+              const std::function<std::string()> &fn) {
+    return idem::pg::run_cpp(*pe, [&] {
+        std::string s = fn();
+        if (s.size() > cap)
+            throw std::runtime_error("signature longer than expected");
+        memcpy(buf, s.data(), s.size());
+        *len = s.size();
+    });
+}
+
+} // namespace
+
+// idem_webhook_verify_standard(secrets text[], msg_id, msg_timestamp, payload, signature_header,
+// tolerance, now) → boolean.
+IDEM_PG_FUNCTION(idem_webhook_verify_standard) {
+    return verify(fcinfo, false, true);
+}
+
+// The same with one secret (text).
+IDEM_PG_FUNCTION(idem_webhook_verify_standard_1) {
+    return verify(fcinfo, false, false);
+}
+
+// idem_webhook_verify_stripe(secrets text[], header, payload, tolerance, now) → boolean.
+IDEM_PG_FUNCTION(idem_webhook_verify_stripe) {
+    return verify(fcinfo, true, true);
+}
+
+// The same with one secret (text).
+IDEM_PG_FUNCTION(idem_webhook_verify_stripe_1) {
+    return verify(fcinfo, true, false);
+}
+
+// idem_webhook_sign_standard(secret, msg_id, msg_timestamp, payload) → 'v1,<base64>'.
+IDEM_PG_FUNCTION(idem_webhook_sign_standard) {
+    Bytes secret = bytes_arg(fcinfo, 0, "secret");
+    Bytes msg_id = bytes_arg(fcinfo, 1, "msg_id");
+    Bytes ts = bytes_arg(fcinfo, 2, "msg_timestamp");
+    Bytes payload = bytes_arg(fcinfo, 3, "payload");
+    char buf[128];
+    size_t len = 0;
+    idem::pg::PendingError pe;
+    if (!run_sign(&pe, buf, sizeof buf, &len, [&] {
+            return idem::webhook::sign_standard(std::string_view(secret.data, secret.len),
+                                                std::string_view(msg_id.data, msg_id.len),
+                                                std::string_view(ts.data, ts.len),
+                                                std::string_view(payload.data, payload.len));
+        }))
+        idem::pg::raise(pe);
+    PG_RETURN_TEXT_P(cstring_to_text_with_len(buf, static_cast<int>(len)));
+}
+
+// idem_webhook_sign_stripe(secret, msg_timestamp, payload) → 't=<ts>,v1=<hex>'.
+IDEM_PG_FUNCTION(idem_webhook_sign_stripe) {
+    Bytes secret = bytes_arg(fcinfo, 0, "secret");
+    require_arg(fcinfo, 1, "msg_timestamp");
+    int64 ts = PG_GETARG_INT64(1);
+    Bytes payload = bytes_arg(fcinfo, 2, "payload");
+    char buf[128];
+    size_t len = 0;
+    idem::pg::PendingError pe;
+    if (!run_sign(&pe, buf, sizeof buf, &len, [&] {
+            return idem::webhook::sign_stripe(std::string_view(secret.data, secret.len), ts,
+                                              std::string_view(payload.data, payload.len));
+        }))
+        idem::pg::raise(pe);
+    PG_RETURN_TEXT_P(cstring_to_text_with_len(buf, static_cast<int>(len)));
+}
+
+// idem_webhook_receive(consumer, scheme, secrets, event_id, payload, signature_header,
+// msg_timestamp, event_type, enqueue, entity_key, entity_seq, tolerance, ttl, now): verifies
+// and then records the event with idem_inbox_receive; a refused delivery writes nothing.
+IDEM_PG_FUNCTION(idem_webhook_receive) {
+    enum {
+        A_CONSUMER,
+        A_SCHEME,
+        A_SECRETS,
+        A_EVENT_ID,
+        A_PAYLOAD,
+        A_HEADER,
+        A_TIMESTAMP,
+        A_TYPE,
+        A_ENQUEUE,
+        A_ENTITY_KEY,
+        A_ENTITY_SEQ,
+        A_TOLERANCE,
+        A_TTL,
+        A_NOW
+    };
+    require_arg(fcinfo, A_CONSUMER, "consumer");
+    require_arg(fcinfo, A_SCHEME, "scheme");
+    char *scheme = TextDatumGetCString(PG_GETARG_DATUM(A_SCHEME));
+    bool stripe = strcmp(scheme, "stripe") == 0;
+    if (!stripe && strcmp(scheme, "standard") != 0)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("unknown webhook scheme \"%s\"", scheme),
+                        errhint("Use 'standard' (Standard Webhooks) or 'stripe' (t=...,v1=...).")));
+    Secrets secrets;
+    secrets_arg(fcinfo, A_SECRETS, true, &secrets);
+    require_arg(fcinfo, A_EVENT_ID, "event_id");
+    VerifyInput in{};
+    in.stripe = stripe;
+    in.secrets = &secrets;
+    in.payload = bytes_arg(fcinfo, A_PAYLOAD, "payload");
+    in.msg_id = varlena_bytes(PG_GETARG_DATUM(A_EVENT_ID));
+    if (stripe && !PG_ARGISNULL(A_TIMESTAMP))
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("msg_timestamp is not used by the stripe scheme"),
+                        errdetail("The signed timestamp is the t= item of the header.")));
+
+    idem::pg::PendingError pe;
+    bool ok;
+    in.clock = clock_args(fcinfo, A_TOLERANCE, A_NOW, &pe, &ok);
+    if (!ok)
+        idem::pg::raise(pe);
+
+    // Missing or malformed sender headers are a failed proof, not an error of the receiver.
+    idem::webhook::Verdict verdict = idem::webhook::Verdict::InvalidSignature;
+    if (!PG_ARGISNULL(A_HEADER) && (stripe || !PG_ARGISNULL(A_TIMESTAMP))) {
+        in.header = varlena_bytes(PG_GETARG_DATUM(A_HEADER));
+        if (!stripe)
+            in.timestamp = varlena_bytes(PG_GETARG_DATUM(A_TIMESTAMP));
+        bool malformed;
+        if (!run_verify(in, &verdict, &malformed, &pe)) {
+            if (!malformed)
+                idem::pg::raise(pe);
+            verdict = idem::webhook::Verdict::InvalidSignature;
+        }
+    }
+    if (verdict != idem::webhook::Verdict::Valid)
+        PG_RETURN_TEXT_P(cstring_to_text(idem::webhook::verdict_name(verdict)));
+
+    // The payload hash is the SHA-256 of the raw body.
+    idem::Digest digest{};
+    if (!idem::pg::run_cpp(
+            pe, [&] { digest = idem::sha256(std::string_view(in.payload.data, in.payload.len)); }))
+        idem::pg::raise(pe);
+    bytea *hash = static_cast<bytea *>(palloc(VARHDRSZ + digest.size()));
+    SET_VARSIZE(hash, VARHDRSZ + digest.size());
+    memcpy(VARDATA(hash), digest.data(), digest.size());
+
+    bool enqueue = PG_ARGISNULL(A_ENQUEUE) ? false : PG_GETARG_BOOL(A_ENQUEUE);
+    LOCAL_FCINFO(inner, 9);
+    InitFunctionCallInfoData(*inner, nullptr, 9, PG_GET_COLLATION(), nullptr, nullptr);
+    auto set = [&](int i, int from_arg, Datum v) {
+        bool isnull = from_arg >= 0 && PG_ARGISNULL(from_arg);
+        inner->args[i].value = isnull ? (Datum)0 : v;
+        inner->args[i].isnull = isnull;
+    };
+    set(0, A_CONSUMER, PG_GETARG_DATUM(A_CONSUMER));
+    set(1, A_EVENT_ID, PG_GETARG_DATUM(A_EVENT_ID));
+    set(2, -1, PointerGetDatum(hash));
+    set(3, -1, BoolGetDatum(enqueue));
+    set(4, A_TYPE, PG_ARGISNULL(A_TYPE) ? (Datum)0 : PG_GETARG_DATUM(A_TYPE));
+    set(5, enqueue ? A_PAYLOAD : -1, PG_GETARG_DATUM(A_PAYLOAD));
+    if (!enqueue)
+        inner->args[5].isnull = true; // inline events keep only the hash
+    set(6, A_ENTITY_KEY, PG_ARGISNULL(A_ENTITY_KEY) ? (Datum)0 : PG_GETARG_DATUM(A_ENTITY_KEY));
+    set(7, A_ENTITY_SEQ, PG_ARGISNULL(A_ENTITY_SEQ) ? (Datum)0 : PG_GETARG_DATUM(A_ENTITY_SEQ));
+    set(8, A_TTL, PG_ARGISNULL(A_TTL) ? (Datum)0 : PG_GETARG_DATUM(A_TTL));
+    Datum outcome = idem_inbox_receive(inner);
+    PG_RETURN_DATUM(outcome);
+}
