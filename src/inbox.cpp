@@ -10,6 +10,7 @@
 #include "guc.hpp"
 #include "lease.hpp"
 #include "spi_util.hpp"
+#include "stats.hpp"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -369,6 +370,7 @@ const char *receive(const ReceiveArgs *a) {
         }
     }
     idem::pg::leave(&su);
+    idem::stats::count_inbox(outcome);
     return outcome;
 }
 

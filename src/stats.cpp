@@ -82,6 +82,12 @@ void count_claim(const char *outcome) {
             return count(static_cast<Counter>(i));
 }
 
+// Counts the duplicates among inbox receive outcomes.
+void count_inbox(const char *outcome) {
+    if (outcome != nullptr && strcmp(outcome, "duplicate") == 0)
+        count(InboxDuplicate);
+}
+
 } // namespace idem::stats
 
 // idem_counters(): one row (counter, value, stats_reset) per counter; value and stats_reset

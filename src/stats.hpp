@@ -32,4 +32,7 @@ void count(Counter c);
 // Counts an idem_claim outcome by its name ("claimed", "replayed", ...).
 void count_claim(const char *outcome);
 
+// Counts an inbox receive outcome (only "duplicate" has a counter).
+void count_inbox(const char *outcome);
+
 } // namespace idem::stats
