@@ -81,7 +81,19 @@ inline void create_test_db(const std::string &db) {
     }
     pqxx::connection c(conninfo(db));
     pqxx::nontransaction n(c);
-    n.exec("CREATE EXTENSION idempotency");
+    // CREATE EXTENSION is retried for a while: while the extension is being reinstalled
+    // (make install by a parallel build) its script and module can briefly disagree.
+    for (int i = 0;; i++) {
+        try {
+            n.exec("CREATE EXTENSION idempotency");
+            break;
+        } catch (const pqxx::sql_error &e) {
+            if (i >= 30)
+                throw;
+            std::fprintf(stderr, "CREATE EXTENSION failed (%s), retrying\n", e.what());
+            std::this_thread::sleep_for(std::chrono::seconds(2));
+        }
+    }
     n.exec("CREATE TABLE payments ("
            "  id         bigserial PRIMARY KEY,"
            "  scope      text NOT NULL,"
