@@ -162,7 +162,7 @@ TimestampTz add_usec(TimestampTz now, int64 usec) {
 
 // A positive interval argument in microseconds, or the setting (seconds) when NULL.
 int64 positive_interval_arg(FunctionCallInfo fcinfo, int argno, int default_s, const char *name,
-                            const char *setting) {
+                            const char *example, const char *setting) {
     if (PG_ARGISNULL(argno))
         return static_cast<int64>(default_s) * USECS_PER_SEC;
     idem::pg::PendingError pe;
@@ -292,10 +292,6 @@ const char *receive(const ReceiveArgs *a) {
                         errmsg("payload is stored only for queued events"),
                         errhint("Pass enqueue => true to store the event for idem_inbox_next, or "
                                 "leave payload out and pass its hash as payload_hash.")));
-    if (a->ttl_usec <= 0)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("ttl must be positive"),
-                        errhint("Pass an interval such as interval '7 days', or NULL for "
-                                "idempotency.inbox_ttl.")));
     TimestampTz now = GetCurrentTimestamp();
     TimestampTz expires = add_usec(now, a->ttl_usec);
     const char *status = a->enqueue ? "received" : "done";
@@ -395,8 +391,8 @@ IDEM_PG_FUNCTION(idem_inbox_receive) {
     a.entity_key = a.entity_key_null ? (Datum)0 : PG_GETARG_DATUM(6);
     a.entity_seq_null = PG_ARGISNULL(7);
     a.entity_seq = a.entity_seq_null ? 0 : PG_GETARG_INT64(7);
-    a.ttl_usec =
-        positive_interval_arg(fcinfo, 8, idem::guc::inbox_ttl_s, "ttl", "idempotency.inbox_ttl");
+    a.ttl_usec = positive_interval_arg(fcinfo, 8, idem::guc::inbox_ttl_s, "ttl", "7 days",
+                                       "idempotency.inbox_ttl");
     PG_RETURN_TEXT_P(cstring_to_text(receive(&a)));
 }
 
@@ -408,7 +404,7 @@ IDEM_PG_FUNCTION(idem_inbox_next) {
     if (batch < 1 || batch > MAX_BATCH)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("batch_size must be between 1 and %d", MAX_BATCH)));
-    int64 lease_us = positive_interval_arg(fcinfo, 2, idem::guc::inbox_lease_s, "lease",
+    int64 lease_us = positive_interval_arg(fcinfo, 2, idem::guc::inbox_lease_s, "lease", "1 minute",
                                            "idempotency.inbox_lease");
     TimestampTz now = GetCurrentTimestamp();
     TimestampTz lease_expires = add_usec(now, lease_us);
@@ -456,7 +452,9 @@ namespace {
                  st == 'p' ? errdetail("The current attempt is %d: the lease expired and "
                                        "another worker took the event.",
                                        current)
-                           : errdetail("The event is queued again (current attempt %d).", current),
+                 : current == 0
+                     ? errdetail("The event is queued and was never taken by idem_inbox_next.")
+                     : errdetail("The event is queued again after attempt %d failed.", current),
                  errhint("Do not %s it; roll back this attempt's effects.", action)));
     }
     ereport(ERROR, (errcode(IK_FINISHED), errmsg("the event is already %s", status_name(st)),

@@ -1,0 +1,210 @@
+-- Inbox: per-consumer dedup, the leased queue, the ordering guard and argument errors.
+\set VERBOSITY default
+SET client_min_messages = warning;
+-- a view of this file's rows without timestamps
+CREATE TEMP VIEW ib AS
+SELECT consumer, event_id, status, attempt, event_type, convert_from(payload, 'UTF8') AS payload,
+       entity_key, entity_seq, last_error, lease_expires_at IS NOT NULL AS leased
+FROM idempotency.inbox WHERE consumer LIKE 't\_%' ORDER BY consumer, event_id;
+-- runs a statement and shows its SQLSTATE and message instead of failing
+CREATE FUNCTION pg_temp.err(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE q;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+
+-- inline mode: new once per consumer, duplicate afterwards, per consumer group
+SELECT idem_inbox_receive('t_billing', 'evt-1');
+SELECT idem_inbox_receive('t_billing', 'evt-1');
+SELECT idem_inbox_receive('t_email', 'evt-1');
+SELECT idem_inbox_receive('t_email', 'evt-1');
+
+-- payload hash: same hash duplicate, different hash mismatch (nothing changes), a missing hash
+-- on either side cannot be compared and counts as duplicate
+SELECT idem_inbox_receive('t_billing', 'evt-2', sha256('{"amount":10}'));
+SELECT idem_inbox_receive('t_billing', 'evt-2', sha256('{"amount":10}'));
+SELECT idem_inbox_receive('t_billing', 'evt-2', sha256('{"amount":99}'));
+SELECT idem_inbox_receive('t_billing', 'evt-2');
+SELECT idem_inbox_receive('t_billing', 'evt-1', sha256('x'));
+SELECT encode(payload_hash, 'hex') = encode(sha256('{"amount":10}'), 'hex') AS first_hash_kept
+FROM idempotency.inbox WHERE consumer = 't_billing' AND event_id = 'evt-2';
+
+-- the mark belongs to the caller's transaction: a rollback leaves the event unseen
+BEGIN;
+SELECT idem_inbox_receive('t_billing', 'evt-3');
+ROLLBACK;
+SELECT idem_inbox_receive('t_billing', 'evt-3');
+-- a failing business effect in the same transaction also unmarks it
+CREATE TEMP TABLE effects (event_id text PRIMARY KEY, amount int CHECK (amount > 0));
+DO $$
+BEGIN
+    IF idem_inbox_receive('t_billing', 'evt-4') = 'new' THEN
+        INSERT INTO effects VALUES ('evt-4', -1); -- violates the CHECK
+    END IF;
+END $$;
+SELECT idem_inbox_receive('t_billing', 'evt-4');
+SELECT count(*) AS effects FROM effects;
+
+-- TTL: past it, a finished entry counts as absent and a delivery is new again
+SELECT idem_inbox_receive('t_ttl', 'evt-1', ttl => interval '1 millisecond');
+SELECT pg_sleep(0.02);
+SELECT idem_inbox_receive('t_ttl', 'evt-1', sha256('other payload'));
+SELECT idem_inbox_receive('t_ttl', 'evt-1', sha256('other payload'));
+
+-- queued mode: payload and event type stored with status received
+SELECT idem_inbox_receive('t_queue', 'q-1', sha256('{"n":1}'), enqueue => true,
+                          event_type => 'order.paid', payload => convert_to('{"n":1}', 'UTF8'));
+SELECT idem_inbox_receive('t_queue', 'q-2', sha256('{"n":2}'), enqueue => true,
+                          event_type => 'order.paid', payload => convert_to('{"n":2}', 'UTF8'));
+SELECT idem_inbox_receive('t_queue', 'q-3', sha256('{"n":3}'), enqueue => true,
+                          event_type => 'order.paid', payload => convert_to('{"n":3}', 'UTF8'));
+-- redelivery while queued: duplicate; with another payload: mismatch
+SELECT idem_inbox_receive('t_queue', 'q-1', sha256('{"n":1}'), enqueue => true,
+                          payload => convert_to('{"n":1}', 'UTF8'));
+SELECT idem_inbox_receive('t_queue', 'q-1', sha256('{"n":9}'), enqueue => true,
+                          payload => convert_to('{"n":9}', 'UTF8'));
+SELECT * FROM ib WHERE consumer = 't_queue';
+
+-- a worker takes a batch of two, oldest first, attempt 1
+SELECT event_id, event_type, convert_from(payload, 'UTF8') AS payload, attempt,
+       lease_expires_at > received_at AS leased
+FROM idem_inbox_next('t_queue', 2);
+-- redelivery while processing: duplicate
+SELECT idem_inbox_receive('t_queue', 'q-1', sha256('{"n":1}'), enqueue => true,
+                          payload => convert_to('{"n":1}', 'UTF8'));
+-- the next batch skips leased events
+SELECT event_id, attempt FROM idem_inbox_next('t_queue', 10);
+SELECT event_id, attempt FROM idem_inbox_next('t_queue', 10);
+-- done in the worker's transaction
+SELECT idem_inbox_done('t_queue', 'q-1', 1);
+-- redelivery once done: duplicate
+SELECT idem_inbox_receive('t_queue', 'q-1', sha256('{"n":1}'), enqueue => true,
+                          payload => convert_to('{"n":1}', 'UTF8'));
+-- a failing handler: retryable puts it back (never lost, never done)
+SELECT idem_inbox_fail('t_queue', 'q-2', 1, error => 'timeout calling the mailer');
+SELECT * FROM ib WHERE consumer = 't_queue';
+SELECT event_id, attempt FROM idem_inbox_next('t_queue', 10);
+-- a rolled-back done leaves the lease in place
+BEGIN;
+SELECT idem_inbox_done('t_queue', 'q-2', 2);
+ROLLBACK;
+SELECT status, attempt FROM ib WHERE consumer = 't_queue' AND event_id = 'q-2';
+-- not retryable: failed (dead), kept for inspection, not taken again
+SELECT idem_inbox_fail('t_queue', 'q-2', 2, retryable => false, error => 'invalid address');
+-- retryable but at max_attempts: failed as well
+SELECT idem_inbox_fail('t_queue', 'q-3', 1, max_attempts => 1);
+SELECT * FROM ib WHERE consumer = 't_queue';
+SELECT count(*) AS taken FROM idem_inbox_next('t_queue');
+-- a dead event redelivered is still a duplicate
+SELECT idem_inbox_receive('t_queue', 'q-2', sha256('{"n":2}'), enqueue => true,
+                          payload => convert_to('{"n":2}', 'UTF8'));
+
+-- an expired lease lets another worker take the event with attempt n+1; the first worker is
+-- fenced (IK002)
+SELECT idem_inbox_receive('t_lease', 'l-1', enqueue => true, payload => '\x01');
+SELECT event_id, attempt FROM idem_inbox_next('t_lease', 1, interval '1 millisecond');
+SELECT pg_sleep(0.02);
+SELECT event_id, attempt FROM idem_inbox_next('t_lease', 1);
+SELECT pg_temp.err($$SELECT idem_inbox_done('t_lease', 'l-1', 1)$$);
+SELECT pg_temp.err($$SELECT idem_inbox_fail('t_lease', 'l-1', 1)$$);
+SELECT idem_inbox_done('t_lease', 'l-1', 1); -- with detail and hint
+SELECT idem_inbox_done('t_lease', 'l-1', 2);
+-- finished: IK003, also for the attempt that finished it
+SELECT pg_temp.err($$SELECT idem_inbox_done('t_lease', 'l-1', 2)$$);
+SELECT pg_temp.err($$SELECT idem_inbox_fail('t_lease', 'l-1', 2)$$);
+-- unknown event: IK001
+SELECT pg_temp.err($$SELECT idem_inbox_done('t_lease', 'nope', 1)$$);
+-- queued, never taken: IK002
+SELECT idem_inbox_receive('t_lease', 'l-2', enqueue => true);
+SELECT pg_temp.err($$SELECT idem_inbox_done('t_lease', 'l-2', 1)$$);
+-- batches of many: each event once, FIFO by arrival
+SELECT idem_inbox_receive('t_batch', 'b-' || lpad(i::text, 2, '0'), enqueue => true) AS outcome,
+       count(*) FROM generate_series(1, 25) i GROUP BY 1;
+SELECT count(*) AS taken, count(DISTINCT event_id) AS distinct_events, min(attempt), max(attempt)
+FROM idem_inbox_next('t_batch', 10);
+SELECT string_agg(event_id, ',') AS second_batch FROM idem_inbox_next('t_batch', 10);
+SELECT count(*) AS last_batch FROM idem_inbox_next('t_batch', 10);
+
+-- ordering guard, inline: an event older than the last applied one is stale and recorded as
+-- seen; equal sequence numbers are stale too
+SELECT idem_inbox_receive('t_order', 'o-2', entity_key => 'order-1', entity_seq => 2);
+SELECT idem_inbox_receive('t_order', 'o-1', entity_key => 'order-1', entity_seq => 1);
+SELECT idem_inbox_receive('t_order', 'o-1', entity_key => 'order-1', entity_seq => 1);
+SELECT idem_inbox_receive('t_order', 'o-2b', entity_key => 'order-1', entity_seq => 2);
+SELECT idem_inbox_receive('t_order', 'o-3', entity_key => 'order-1', entity_seq => 3);
+SELECT idem_inbox_receive('t_order', 'x-1', entity_key => 'order-2', entity_seq => 1);
+-- a rolled-back apply does not advance the entity
+BEGIN;
+SELECT idem_inbox_receive('t_order', 'o-9', entity_key => 'order-1', entity_seq => 9);
+ROLLBACK;
+SELECT idem_inbox_receive('t_order', 'o-4', entity_key => 'order-1', entity_seq => 4);
+SELECT * FROM ib WHERE consumer = 't_order';
+SELECT consumer, entity_key, last_seq, event_id FROM idempotency.inbox_entities
+WHERE consumer LIKE 't\_%' ORDER BY 1, 2;
+-- per consumer: another consumer has its own guard
+SELECT idem_inbox_receive('t_order_audit', 'o-1', entity_key => 'order-1', entity_seq => 1);
+
+-- ordering guard, queued: checked at receipt (already older) and applied at done: a late
+-- PENDING must not roll a SUCCEEDED back
+SELECT idem_inbox_receive('t_pay', 'p-succeeded', enqueue => true, event_type => 'SUCCEEDED',
+                          entity_key => 'pay-1', entity_seq => 2);
+SELECT idem_inbox_receive('t_pay', 'p-pending', enqueue => true, event_type => 'PENDING',
+                          entity_key => 'pay-1', entity_seq => 1);
+SELECT event_id, event_type, entity_seq, attempt FROM idem_inbox_next('t_pay');
+SELECT idem_inbox_done('t_pay', 'p-succeeded', 1);
+SELECT idem_inbox_done('t_pay', 'p-pending', 1);
+-- a late one arriving after the apply is stale at once
+SELECT idem_inbox_receive('t_pay', 'p-created', enqueue => true, event_type => 'CREATED',
+                          entity_key => 'pay-1', entity_seq => 0);
+SELECT * FROM ib WHERE consumer = 't_pay';
+-- a stale event redelivered: duplicate
+SELECT idem_inbox_receive('t_pay', 'p-pending', enqueue => true, event_type => 'PENDING',
+                          entity_key => 'pay-1', entity_seq => 1);
+
+-- argument errors (nothing is written)
+SELECT pg_temp.err($$SELECT idem_inbox_receive(NULL, 'e')$$);
+SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', NULL)$$);
+SELECT pg_temp.err($$SELECT idem_inbox_receive('', 'e')$$);
+SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', '')$$);
+SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', repeat('x', 1025))$$);
+SELECT pg_temp.err($$SELECT idem_inbox_receive(repeat('c', 256), 'e')$$);
+SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', 'e', '\x')$$);
+SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', 'e', decode(repeat('00', 65), 'hex'))$$);
+SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', 'e', entity_key => 'k')$$);
+SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', 'e', entity_seq => 1)$$);
+SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', 'e', payload => '\x01')$$);
+SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', 'e', ttl => interval '0')$$);
+SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', 'e', ttl => interval '-1 day')$$);
+SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', 'e', ttl => interval '300000 years')$$);
+SELECT pg_temp.err($$SELECT * FROM idem_inbox_next('t_err', 0)$$);
+SELECT pg_temp.err($$SELECT * FROM idem_inbox_next('t_err', 10001)$$);
+SELECT pg_temp.err($$SELECT * FROM idem_inbox_next('t_err', 10, interval '0')$$);
+SELECT pg_temp.err($$SELECT * FROM idem_inbox_next(NULL)$$);
+SELECT pg_temp.err($$SELECT idem_inbox_done('t_err', 'e', 0)$$);
+SELECT pg_temp.err($$SELECT idem_inbox_done('t_err', 'e', NULL)$$);
+SELECT pg_temp.err($$SELECT idem_inbox_fail('t_err', 'e', 1, max_attempts => 0)$$);
+SELECT count(*) AS err_rows FROM ib WHERE consumer = 't_err';
+
+-- privileges: a role granted the function needs no rights on the tables
+CREATE ROLE inbox_regress_user;
+GRANT EXECUTE ON FUNCTION idem_inbox_receive(text, text, bytea, boolean, text, bytea, text, bigint,
+                                             interval) TO inbox_regress_user;
+SET ROLE inbox_regress_user;
+SELECT idem_inbox_receive('t_role', 'r-1');
+SELECT count(*) FROM idempotency.inbox;
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION idem_inbox_receive(text, text, bytea, boolean, text, bytea, text, bigint,
+                                              interval) FROM inbox_regress_user;
+DROP ROLE inbox_regress_user;
+SELECT consumer, event_id, status FROM ib WHERE consumer = 't_role';
+
+-- every object of the inbox is documented
+SELECT p.oid::regprocedure AS undocumented FROM pg_proc p
+WHERE (p.proname LIKE 'idem\_inbox%' OR p.proname LIKE 'idem\_webhook%')
+  AND obj_description(p.oid, 'pg_proc') IS NULL;
+SELECT c.oid::regclass AS undocumented FROM pg_class c
+WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relname LIKE 'inbox%'
+  AND c.relkind IN ('r', 'i') AND obj_description(c.oid, 'pg_class') IS NULL
+  AND c.relname NOT LIKE '%pkey';
