@@ -235,48 +235,70 @@ void layout(std::string &out, bool negative, const char *d, size_t k, int64_t n)
     }
 }
 
-// Exact-mode canonical number: every significant digit kept, ES layout.
-void format_exact(const NumberParts &n, std::string &out) {
-    // Significant digits = int_digits ++ frac_digits without leading/trailing zeros.
+// The significant digits of n (int_digits ++ frac_digits without leading and trailing zeros),
+// as a range of the two parts, and the decimal point position relative to their start.
+struct Significant {
+    size_t count = 0; // 0 for a zero value
+    int64_t point = 0;
+};
+
+Significant significant(const NumberParts &n) {
     std::string_view a = n.int_digits, b = n.frac_digits;
-    int64_t point = static_cast<int64_t>(a.size()) + exp_value(n); // decimal point after `point`
-    std::string digits;
-    digits.reserve(a.size() + b.size());
-    digits.append(a.data(), a.size());
-    digits.append(b.data(), b.size());
+    size_t total = a.size() + b.size();
+    auto at = [&](size_t i) { return i < a.size() ? a[i] : b[i - a.size()]; };
     size_t z = 0;
-    while (z < digits.size() && digits[z] == '0')
+    while (z < total && at(z) == '0')
         z++;
-    if (z == digits.size()) {
+    Significant r;
+    if (z == total)
+        return r;
+    size_t e = total;
+    while (at(e - 1) == '0')
+        e--;
+    r.count = e - z;
+    r.point = static_cast<int64_t>(a.size()) + exp_value(n) - static_cast<int64_t>(z);
+    return r;
+}
+
+// Copies the significant digits of n into d (which holds sig.count bytes).
+void copy_significant(const NumberParts &n, char *d) {
+    std::string_view a = n.int_digits, b = n.frac_digits;
+    size_t total = a.size() + b.size(), k = 0;
+    bool started = false;
+    for (size_t i = 0; i < total; i++) {
+        char c = i < a.size() ? a[i] : b[i - a.size()];
+        if (c != '0')
+            started = true;
+        if (started)
+            d[k++] = c;
+    }
+    while (k > 0 && d[k - 1] == '0')
+        k--;
+}
+
+// ES layout of the exact decimal value: every significant digit kept.
+void format_significant(const NumberParts &n, const Significant &sig, std::string &out) {
+    if (sig.count == 0) {
         out.push_back('0'); // 0, -0, 0.000e5 ...
         return;
     }
-    size_t e = digits.size();
-    while (digits[e - 1] == '0')
-        e--;
-    int64_t np = point - static_cast<int64_t>(z);
-    if (np > 1000000000000LL || np < -1000000000000LL)
+    if (sig.point > 1000000000000LL || sig.point < -1000000000000LL)
         throw Error(sqlstate::numeric_value_out_of_range, "JSON number exponent out of range",
                     "Exponents beyond 10^12 are not supported.");
-    layout(out, n.negative, digits.data() + z, e - z, np);
+    char small[64];
+    std::string big;
+    char *d = small;
+    if (n.int_digits.size() + n.frac_digits.size() > sizeof small) {
+        big.resize(n.int_digits.size() + n.frac_digits.size());
+        d = &big[0];
+    }
+    copy_significant(n, d);
+    layout(out, n.negative, d, sig.count, sig.point);
 }
 
-// Decimal exponent of the first significant digit (value ~ d.ddd * 10^result); the number must
-// have a non-zero digit.
-int64_t sci_exponent(const NumberParts &n) {
-    int64_t point = static_cast<int64_t>(n.int_digits.size()) + exp_value(n);
-    size_t z = 0;
-    for (char c : n.int_digits) {
-        if (c != '0')
-            return point - static_cast<int64_t>(z) - 1;
-        z++;
-    }
-    for (char c : n.frac_digits) {
-        if (c != '0')
-            return point - static_cast<int64_t>(z) - 1;
-        z++;
-    }
-    return 0;
+// Exact-mode canonical number: every significant digit kept, ES layout.
+void format_exact(const NumberParts &n, std::string &out) {
+    format_significant(n, significant(n), out);
 }
 
 void format_strict(std::string_view text, const NumberParts &n, std::string &out) {
@@ -288,10 +310,23 @@ void format_strict(std::string_view text, const NumberParts &n, std::string &out
             out.append(text.data(), text.size());
         return;
     }
+    // Fast path: a decimal with at most 15 significant digits in the normal double range. Two
+    // such decimals never round to the same double (10^15 < 2^53), so the shortest decimal
+    // that round-trips, which ECMAScript prints, is the decimal itself without its trailing
+    // zeros: no binary conversion needed. (Subnormals have less precision: excluded.)
+    Significant sig = significant(n);
+    if (sig.count == 0) {
+        out.push_back('0');
+        return;
+    }
+    if (sig.count <= 15 && sig.point - 1 >= -307 && sig.point - 1 <= 307) {
+        format_significant(n, sig, out);
+        return;
+    }
     double v = 0;
     auto r = std::from_chars(text.data(), text.data() + text.size(), v);
     if (r.ec == std::errc::result_out_of_range) {
-        if (sci_exponent(n) < 0) {
+        if (sig.point - 1 < 0) {
             out.push_back('0'); // underflows to (-)0 as in ECMAScript
             return;
         }

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <dirent.h>
 #include <fstream>
@@ -149,6 +151,58 @@ TEST(JcsNumbers, EcmaScriptLayout) {
     EXPECT_EQ(num("1e-400"), "0"); // underflow, as ECMAScript
     EXPECT_EQ(num("1.7976931348623157e308"), "1.7976931348623157e+308");
     EXPECT_EQ(num("-1.5"), "-1.5");
+}
+
+// The strict-mode fast path (<= 15 significant digits, no binary conversion) must agree with
+// parsing to a double and printing it as ECMAScript does.
+TEST(JcsNumbers, ShortDecimalFastPathMatchesDoubleConversion) {
+    uint64_t x = 88172645463325252ULL; // xorshift64
+    auto next = [&] {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        return x;
+    };
+    std::vector<std::string> cases = {"1e-307",
+                                      "9.99999999999999e307",
+                                      "1e308",
+                                      "1.5e-308",
+                                      "123456789012345e-320",
+                                      "0.1",
+                                      "100e-2",
+                                      "999999999999999",
+                                      "0.000001234",
+                                      "1e21",
+                                      "1.1e21"};
+    for (int i = 0; i < 200000; i++) {
+        int ndig = 1 + static_cast<int>(next() % 15);
+        std::string d;
+        for (int k = 0; k < ndig; k++)
+            d.push_back(static_cast<char>('0' + next() % 10));
+        if (d[0] == '0' && d.size() > 1)
+            d[0] = '1';
+        int point = static_cast<int>(next() % (d.size() + 1));
+        std::string t = (next() % 2 ? "-" : "") + d.substr(0, point == 0 ? 1 : point);
+        if (point == 0)
+            t = (t[0] == '-' ? "-0." : "0.") + d;
+        else if (point < static_cast<int>(d.size()))
+            t += "." + d.substr(point);
+        int mode = static_cast<int>(next() % 3);
+        if (mode == 1)
+            t += "e" + std::to_string(static_cast<int>(next() % 600) - 300);
+        cases.push_back(t);
+    }
+    size_t checked = 0;
+    for (const std::string &t : cases) {
+        double v = std::strtod(t.c_str(), nullptr);
+        if (v == HUGE_VAL || v == -HUGE_VAL)
+            continue;
+        std::string want;
+        idem::jcs::format_double(v, want);
+        ASSERT_EQ(num(t), want) << t;
+        checked++;
+    }
+    EXPECT_GT(checked, 190000u);
 }
 
 TEST(JcsNumbers, OverflowIsAnErrorInStrictModeOnly) {
