@@ -1,0 +1,97 @@
+-- Upgrades: install the previous version (0.1), write records, ALTER EXTENSION ... UPDATE;
+-- the records survive and the new objects appear. Runs in a database of its own so that the
+-- other suites' objects in contrib_regression are not touched.
+\pset null '<NULL>'
+SET client_min_messages = warning;
+DROP DATABASE IF EXISTS idem_upgrade_regression;
+CREATE DATABASE idem_upgrade_regression;
+\c idem_upgrade_regression
+SET client_min_messages = warning;
+
+-- the update path 0.1 -> 0.2 exists; a plain CREATE EXTENSION follows it
+SELECT source, target, path FROM pg_extension_update_paths('idempotency')
+WHERE source = '0.1' AND target = '0.2';
+SELECT name, version, installed FROM pg_available_extension_versions
+WHERE name = 'idempotency' ORDER BY version;
+SELECT default_version FROM pg_available_extensions WHERE name = 'idempotency';
+
+CREATE EXTENSION idempotency VERSION '0.1';
+SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
+-- 0.2 objects are absent, and in 0.1 PUBLIC may still execute idem_claim
+SELECT to_regclass('idem_stats') AS idem_stats, to_regprocedure('idem_counters()') AS idem_counters;
+SELECT has_function_privilege('public', 'idem_claim(text,text,bytea,interval,interval,boolean)', 'EXECUTE') AS public_claim;
+
+-- records of every state, written by 0.1
+SELECT outcome, attempt FROM idem_claim('up/a', 'done', '\x01');
+SELECT idem_complete('up/a', 'done', 1, 'r1', '{"id": 1}', 201);
+SELECT outcome, attempt FROM idem_claim('up/a', 'failed', '\x02');
+SELECT idem_fail('up/a', 'failed', 1, false, '{"error": "declined"}', 402);
+SELECT outcome, attempt FROM idem_claim('up/b', 'open', '\x03', '1 hour');
+CREATE TABLE before_update AS
+    SELECT scope, key, status, fingerprint, attempt, resource_id, response, response_status,
+           created_at, updated_at, lease_expires_at, expires_at
+    FROM idempotency.records;
+
+ALTER EXTENSION idempotency UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
+
+-- the records are unchanged (no row differs either way)
+SELECT count(*) AS records FROM idempotency.records;
+(SELECT scope, key, status, fingerprint, attempt, resource_id, response, response_status,
+        created_at, updated_at, lease_expires_at, expires_at FROM idempotency.records
+ EXCEPT SELECT * FROM before_update)
+UNION ALL
+(SELECT * FROM before_update
+ EXCEPT SELECT scope, key, status, fingerprint, attempt, resource_id, response, response_status,
+        created_at, updated_at, lease_expires_at, expires_at FROM idempotency.records);
+
+-- and keep working: replay, in_progress, mismatch, complete of the open attempt
+SELECT outcome, attempt, resource_id, response, response_status FROM idem_claim('up/a', 'done', '\x01');
+SELECT outcome, attempt, response, response_status FROM idem_claim('up/a', 'failed', '\x02');
+SELECT outcome, attempt FROM idem_claim('up/b', 'open', '\x03', wait => false);
+SELECT outcome FROM idem_claim('up/b', 'open', '\x04');
+SELECT idem_complete('up/b', 'open', 1, 'r3');
+
+-- the new objects are there, members of the extension
+SELECT pg_describe_object(classid, objid, 0) AS member
+FROM pg_depend
+WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
+  AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idempotency')
+  AND pg_describe_object(classid, objid, 0) ~ '(idem_stats|idem_inbox_stats|idem_counters|idem_stats_reset)'
+ORDER BY 1;
+SELECT scope, processing, stuck, completed, failed, expired FROM idem_stats ORDER BY scope;
+SELECT count(*) AS counters FROM idem_counters();
+-- 0.2 took EXECUTE on stateful functions away from PUBLIC; pure functions stay PUBLIC
+SELECT has_function_privilege('public', 'idem_claim(text,text,bytea,interval,interval,boolean)', 'EXECUTE') AS public_claim,
+       has_function_privilege('public', 'idem_fingerprint(text,text[],text[],boolean)', 'EXECUTE') AS public_fingerprint;
+
+-- a fresh install (no VERSION) has the same version and the same member objects as the upgrade
+CREATE TABLE upgraded_members AS
+    SELECT pg_describe_object(classid, objid, 0) AS member FROM pg_depend
+    WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
+      AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idempotency');
+DROP EXTENSION idempotency;
+CREATE EXTENSION idempotency;
+SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
+SELECT count(*) AS differences FROM (
+    (SELECT member FROM upgraded_members
+     EXCEPT SELECT pg_describe_object(classid, objid, 0) FROM pg_depend
+            WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
+              AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idempotency'))
+    UNION ALL
+    (SELECT pg_describe_object(classid, objid, 0) FROM pg_depend
+     WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
+       AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idempotency')
+     EXCEPT SELECT member FROM upgraded_members)) d;
+
+-- updating to the installed version is a no-op notice, an unknown version an error
+SET client_min_messages = notice;
+ALTER EXTENSION idempotency UPDATE TO '0.2';
+\set VERBOSITY terse
+ALTER EXTENSION idempotency UPDATE TO '9.9';
+\set VERBOSITY default
+SET client_min_messages = warning;
+
+\c contrib_regression
+SET client_min_messages = warning;
+DROP DATABASE idem_upgrade_regression;
