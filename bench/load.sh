@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Load and cost of idem_claim (issue 6), pgbench on a throwaway cluster of its own (port 54395).
+#   bench/load.sh                 ROUNDS=5 SECS=10 CLIENTS=8 FSYNC=on MEMORY_CLAIMS=1000000
+# For each synchronous_commit setting (off, on) and each round, runs every variant once, in
+# alternating order, for SECS seconds with CLIENTS clients (-M prepared), and reports the
+# median TPS of each variant and the ratios:
+#   idem_claim on new keys / bare INSERT ... ON CONFLICT DO NOTHING of the same row  (goal >= 0.95)
+#   idem_claim on new keys / the PL/pgSQL claim of bench/plpgsql_claim.sql           (goal >= 1.15)
+#   idem_claim replays of completed keys / bare primary-key SELECT of the same row   (goal >= 0.9)
+# Then one backend performs MEMORY_CLAIMS claims of new keys (pgbench -c1, one connection) and
+# its private resident memory (RssAnon; VmRSS also counts the shared buffers it touches) is read
+# from /proc after a warm-up and at the end.
+# test/pgcluster sets fsync = off; FSYNC=on (default) turns it on so that synchronous_commit = on
+# costs a real WAL flush. Needs root or the postgres user (reads /proc/<backend>/status).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${ROUNDS:-5}
+SECS=${SECS:-10}
+CLIENTS=${CLIENTS:-8}
+FSYNC=${FSYNC:-on}
+MEMORY_CLAIMS=${MEMORY_CLAIMS:-1000000}
+export IDEM_PGPORT=54395 IDEM_PGDIR=/tmp/idem-pg-54395
+OUT=${OUT:-/tmp/idem-load-$$}
+mkdir -p "$OUT"
+B=bench/pgbench
+
+test/pgcluster stop >/dev/null 2>&1 || true
+eval "$(test/pgcluster start)"
+export PGHOST PGPORT PGUSER
+trap 'test/pgcluster stop >/dev/null 2>&1' EXIT
+psql -Xq -c "ALTER SYSTEM SET fsync = $FSYNC"
+if [ "$(id -u)" = 0 ]; then AS_PG="runuser -u postgres --"; else AS_PG=""; fi
+$AS_PG "$(pg_config --bindir)/pg_ctl" -D "$IDEM_PGDIR/data" -l "$IDEM_PGDIR/server.log" -w restart >/dev/null
+createdb bench
+psql -Xq -v ON_ERROR_STOP=1 -d bench -f $B/setup.sql
+
+echo "# $(date -u +%FT%TZ) $(nproc) cores, $(pg_config --version), fsync=$FSYNC, $ROUNDS rounds x $SECS s, $CLIENTS clients" | tee "$OUT/tps.txt"
+VARIANTS="claim_new insert_new plpgsql_new claim_replay select_replay"
+for sc in off on; do
+    for r in $(seq 1 "$ROUNDS"); do
+        order=$VARIANTS
+        [ $((r % 2)) = 0 ] && order=$(echo $VARIANTS | tr ' ' '\n' | tac | tr '\n' ' ')
+        for v in $order; do
+            tps=$(PGOPTIONS="-c synchronous_commit=$sc" pgbench -n -M prepared -c "$CLIENTS" \
+                -j 2 -T "$SECS" -f "$B/$v.sql" bench 2>&1 |
+                sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p')
+            echo "$sc $v $r ${tps:-0}" | tee -a "$OUT/tps.txt"
+        done
+    done
+done
+
+python3 - "$OUT/tps.txt" <<'PY' | tee "$OUT/summary.md"
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip() and not l.startswith('#')]
+med = {}
+for sc in ('off', 'on'):
+    for v in {r[1] for r in rows}:
+        med[sc, v] = statistics.median(float(r[3]) for r in rows if r[0] == sc and r[1] == v)
+print('| synchronous_commit | variant | median TPS | all rounds |')
+print('|---|---|---:|---|')
+for sc in ('off', 'on'):
+    for v in ('claim_new', 'insert_new', 'plpgsql_new', 'claim_replay', 'select_replay'):
+        allr = ' '.join('%.0f' % float(r[3]) for r in rows if r[0] == sc and r[1] == v)
+        print('| %s | %s | %.0f | %s |' % (sc, v, med[sc, v], allr))
+print()
+print('| synchronous_commit | ratio | median ratio | goal | met |')
+print('|---|---|---:|---:|---|')
+for sc in ('off', 'on'):
+    for a, b, goal in (('claim_new', 'insert_new', 0.95), ('claim_new', 'plpgsql_new', 1.15),
+                       ('claim_replay', 'select_replay', 0.9)):
+        q = med[sc, a] / med[sc, b]
+        print('| %s | %s / %s | %.3f | %.2f | %s |' % (sc, a, b, q, goal, 'yes' if q >= goal else 'NO'))
+PY
+
+if [ "$MEMORY_CLAIMS" -gt 0 ]; then
+    set +e # the backend may exit between two samples
+    echo
+    echo "memory: one backend, $MEMORY_CLAIMS claims of new keys (pgbench -c1 -t $MEMORY_CLAIMS, synchronous_commit=off)"
+    PGOPTIONS="-c synchronous_commit=off" pgbench -n -M prepared -c 1 -t "$MEMORY_CLAIMS" \
+        -f $B/claim_new.sql bench >"$OUT/memory-pgbench.txt" 2>&1 &
+    pgb=$!
+    pid=""
+    for _ in $(seq 1 100); do
+        pid=$(psql -XAtd bench -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbench'" | head -1)
+        [ -n "$pid" ] && break
+        sleep 0.1
+    done
+    rss() { awk '/^(VmRSS|RssAnon):/ {printf "%s=%s ", $1, $2}' /proc/"$pid"/status 2>/dev/null; }
+    anon() { awk '/^RssAnon:/ {print $2}' /proc/"$pid"/status 2>/dev/null; }
+    # Warm-up: 3 s (>= 10,000 claims at the single-client rate measured here).
+    sleep 3
+    base=$(anon); echo "after warm-up (~3 s): $(rss)" | tee "$OUT/memory.txt"
+    last=$base
+    while kill -0 $pgb 2>/dev/null; do
+        a=$(anon); [ -n "$a" ] && { last=$a; lastline=$(rss); }
+        sleep 0.2
+    done
+    echo "last sample before exit: $lastline" | tee -a "$OUT/memory.txt"
+    grep -E "number of transactions actually processed|^tps" "$OUT/memory-pgbench.txt" | tee -a "$OUT/memory.txt"
+    echo "RssAnon growth: $((last - base)) kB" | tee -a "$OUT/memory.txt"
+fi
+echo "results in $OUT"

@@ -1,0 +1,3 @@
+-- The PL/pgSQL claim (bench/plpgsql_claim.sql) of a new key.
+\set k random(1, 9000000000000000000)
+SELECT outcome FROM bench_pl.claim('bench', 'n' || :k, '\x5d41402abc4b2a76b9719d911017c592b0e4fa3e5b6f3b8d1a4a1d2c3b4a5968'::bytea);
