@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# pg_dump / pg_restore of a database using the extension keeps its records and inbox entries,
+# and the restored database replays them. Needs the libpq environment of a running cluster
+# (test/run-all exports it); exits non-zero on any difference.
+set -euo pipefail
+SRC=idem_dump_src
+DST=idem_dump_dst
+DUMP=$(mktemp /tmp/idem-dump.XXXXXX)
+trap 'rm -f "$DUMP"' EXIT
+export PGOPTIONS='-c client_min_messages=warning'
+q() { psql -qAtX -v ON_ERROR_STOP=1 "$@"; }
+q -d postgres -c "DROP DATABASE IF EXISTS $SRC" -c "DROP DATABASE IF EXISTS $DST" -c "CREATE DATABASE $SRC" \
+    -c "CREATE DATABASE $DST"
+q -d $SRC >/dev/null <<'SQL'
+CREATE EXTENSION idempotency;
+SELECT outcome FROM idem_claim('dump/a', 'completed', idem_fingerprint('{"amount": 1}'));
+SELECT idem_complete('dump/a', 'completed', 1, 'pay_1', '{"id": "pay_1"}', 201);
+SELECT outcome FROM idem_claim('dump/a', 'failed', '\x02');
+SELECT idem_fail('dump/a', 'failed', 1, false, '{"error": "declined"}', 402);
+SELECT outcome FROM idem_claim('dump/b', 'processing', '\x03', '1 hour');
+SELECT idem_inbox_receive('dump-consumer', 'e1', '\x01', true, 'created', '\x7b7d');
+SELECT idem_inbox_receive('dump-consumer', 'e2', '\x02', false, NULL, NULL, 'order-1', 7);
+SQL
+snapshot() { # db: every stored row, in order
+    q -d "$1" -c "SELECT r::text FROM idempotency.records r ORDER BY scope, key" \
+        -c "SELECT i::text FROM idempotency.inbox i ORDER BY consumer, event_id" \
+        -c "SELECT e::text FROM idempotency.inbox_entities e ORDER BY consumer, entity_key"
+}
+pg_dump -Fc -d $SRC -f "$DUMP"
+pg_restore --exit-on-error -d $DST "$DUMP"
+before=$(snapshot $SRC)
+after=$(snapshot $DST)
+rc=0
+if [ "$before" != "$after" ]; then
+    echo "dump: restored rows differ"; diff <(echo "$before") <(echo "$after") || true; rc=1
+fi
+n=$(q -d $DST -c "SELECT (SELECT count(*) FROM idempotency.records) || '/' || (SELECT count(*) FROM idempotency.inbox)")
+[ "$n" = "3/2" ] || { echo "dump: expected 3 records / 2 inbox entries, got $n"; rc=1; }
+# the restored database behaves as the original: replay, in_progress, duplicate, the owner completes
+got=$(q -d $DST <<'SQL'
+SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
+SELECT outcome || ' ' || resource_id || ' ' || response_status FROM idem_claim('dump/a', 'completed', idem_fingerprint('{"amount": 1.0}'));
+SELECT outcome || ' ' || response_status FROM idem_claim('dump/a', 'failed', '\x02');
+SELECT outcome || ' ' || attempt FROM idem_claim('dump/b', 'processing', '\x03', wait => false);
+SELECT idem_complete('dump/b', 'processing', 1, 'r3');
+SELECT idem_inbox_receive('dump-consumer', 'e1', '\x01');
+SELECT idem_inbox_receive('dump-consumer', 'e2', '\x02', false, NULL, NULL, 'order-1', 7);
+SELECT has_function_privilege('public', 'idem_claim(text,text,bytea,interval,interval,boolean)', 'EXECUTE');
+SQL
+)
+want='0.2
+replayed pay_1 201
+replayed 402
+in_progress 1
+t
+duplicate
+duplicate
+f'
+if [ "$got" != "$want" ]; then
+    echo "dump: restored database answers differently"; diff <(echo "$want") <(echo "$got") || true; rc=1
+fi
+q -d postgres -c "DROP DATABASE $SRC" -c "DROP DATABASE $DST"
+[ $rc = 0 ] && echo "dump: pg_dump -Fc / pg_restore kept 3 records and 2 inbox entries; the copy replays them"
+exit $rc
