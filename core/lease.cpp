@@ -44,11 +44,14 @@ ClaimTimes claim_times(int64_t now, int64_t lease_usec, int64_t ttl_usec) {
 
 // Scope/key validation: non-empty and bounded.
 void validate_name(const char *what, size_t len, size_t max_bytes) {
-    if (len == 0)
+    if (len == 0) {
+        if (std::string(what) == "key")
+            throw Error(sqlstate::invalid_parameter_value, "key must not be empty", {},
+                        "A request without an Idempotency-Key must be rejected (HTTP 400), not "
+                        "claimed with an empty key.");
         throw Error(sqlstate::invalid_parameter_value, std::string(what) + " must not be empty", {},
-                    std::string("A request without an Idempotency-Key must be rejected (HTTP "
-                                "400), not claimed with an empty ") +
-                        what + ".");
+                    "Use a namespace such as tenant + operation, e.g. 'user:482/create_order'.");
+    }
     if (len > max_bytes)
         throw Error(sqlstate::string_data_right_truncation, std::string(what) + " is too long",
                     std::string(what) + " has " + std::to_string(len) + " bytes; the maximum is " +
