@@ -60,6 +60,11 @@ WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
   AND pg_describe_object(classid, objid, 0) ~ '(idem_stats|idem_inbox_stats|idem_counters|idem_stats_reset)'
 ORDER BY 1;
 SELECT scope, processing, stuck, completed, failed, expired FROM idem_stats ORDER BY scope;
+-- a stuck record past its TTL is still stuck (its outcome is unknown), as idem_stuck() lists it
+SELECT outcome FROM idem_claim('up/stuck', 'k', NULL, '10 milliseconds', '10 milliseconds');
+SELECT pg_sleep(0.05);
+SELECT scope, processing, stuck, expired FROM idem_stats WHERE scope = 'up/stuck';
+SELECT scope, key FROM idem_stuck() WHERE scope = 'up/stuck';
 SELECT count(*) AS counters FROM idem_counters();
 -- 0.2 took EXECUTE on stateful functions away from PUBLIC; pure functions stay PUBLIC
 SELECT has_function_privilege('public', 'idem_claim(text,text,bytea,interval,interval,boolean)', 'EXECUTE') AS public_claim,

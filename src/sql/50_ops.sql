@@ -65,11 +65,9 @@ GRANT EXECUTE ON FUNCTION idem_counters_enabled() TO pg_monitor;
 CREATE VIEW idem_stats AS
 SELECT r.scope,
        pg_catalog.count(*) FILTER (
-           WHERE r.status OPERATOR(pg_catalog.=) 'processing'
-             AND r.expires_at OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()) AS processing,
+           WHERE r.status OPERATOR(pg_catalog.=) 'processing') AS processing,
        pg_catalog.count(*) FILTER (
            WHERE r.status OPERATOR(pg_catalog.=) 'processing'
-             AND r.expires_at OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()
              AND r.lease_expires_at OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS stuck,
        pg_catalog.count(*) FILTER (
            WHERE r.status OPERATOR(pg_catalog.=) 'completed'
@@ -78,14 +76,14 @@ SELECT r.scope,
            WHERE r.status OPERATOR(pg_catalog.=) 'failed'
              AND r.expires_at OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()) AS failed,
        pg_catalog.count(*) FILTER (
-           WHERE r.expires_at OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS expired,
+           WHERE r.status OPERATOR(pg_catalog.<>) 'processing'
+             AND r.expires_at OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS expired,
        pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) pg_catalog.min(r.created_at) FILTER (
-           WHERE r.status OPERATOR(pg_catalog.=) 'processing'
-             AND r.expires_at OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()) AS oldest_processing_age
+           WHERE r.status OPERATOR(pg_catalog.=) 'processing') AS oldest_processing_age
 FROM idempotency.records r
 GROUP BY r.scope;
 COMMENT ON VIEW idem_stats IS
-    'Idempotency-Key records per scope: processing (live, includes stuck), stuck (processing with an expired lease: the next claim is a takeover), completed, failed, expired (past the TTL, awaiting purge; not counted elsewhere), oldest_processing_age. Scans idempotency.records.';
+    'Idempotency-Key records per scope: processing (all unfinished, includes stuck), stuck (processing with an expired lease, the same records idem_stuck() lists, also past their TTL: their outcome is unknown), completed and failed (within their TTL), expired (finished records past the TTL, awaiting purge), oldest_processing_age. Scans idempotency.records.';
 
 CREATE VIEW idem_inbox_stats AS
 SELECT i.consumer,
