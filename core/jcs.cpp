@@ -9,6 +9,10 @@
 #include <stdexcept>
 #include <system_error>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 namespace idem::jcs {
 
 namespace {
@@ -80,50 +84,82 @@ struct EscapeTable {
 };
 constexpr EscapeTable kEscape;
 
+// The number of leading bytes of p[0..n) that a JCS string copies unchanged (no control
+// character, '"' or '\\'). SSE2 checks 16 bytes per step.
+inline size_t safe_prefix(const char *p, size_t n) noexcept {
+    size_t i = 0;
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"');
+    const __m128i bslash = _mm_set1_epi8('\\');
+    const __m128i ctl = _mm_set1_epi8(0x1F);
+    for (; i + 16 <= n; i += 16) {
+        __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + i));
+        __m128i bad =
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)),
+                         _mm_cmpeq_epi8(_mm_min_epu8(x, ctl), x)); // x <= 0x1F
+        unsigned m = static_cast<unsigned>(_mm_movemask_epi8(bad));
+        if (m != 0)
+            return i + static_cast<size_t>(__builtin_ctz(m));
+    }
+#endif
+    while (i < n && !kEscape.t[static_cast<unsigned char>(p[i])])
+        i++;
+    return i;
+}
+
+// Writes the escape sequence of byte c (one that kEscape marks) at o; returns the end.
+inline char *write_escape(char *o, unsigned char c) noexcept {
+    static const char hex[] = "0123456789abcdef";
+    *o++ = '\\';
+    switch (c) {
+    case '"':
+        *o++ = '"';
+        break;
+    case '\\':
+        *o++ = '\\';
+        break;
+    case '\b':
+        *o++ = 'b';
+        break;
+    case '\f':
+        *o++ = 'f';
+        break;
+    case '\n':
+        *o++ = 'n';
+        break;
+    case '\r':
+        *o++ = 'r';
+        break;
+    case '\t':
+        *o++ = 't';
+        break;
+    default:
+        o[0] = 'u';
+        o[1] = '0';
+        o[2] = '0';
+        o[3] = hex[c >> 4];
+        o[4] = hex[c & 0xF];
+        o += 5;
+    }
+    return o;
+}
+
 // Appends the JCS (ECMAScript JSON.stringify) quoted form of UTF-8 s.
 void append_quoted(std::string &out, std::string_view s) {
-    static const char hex[] = "0123456789abcdef";
     out.push_back('"');
     const char *p = s.data();
-    const char *end = p + s.size();
-    const char *run = p;
-    while (p < end) {
-        unsigned char c = static_cast<unsigned char>(*p);
-        if (!kEscape.t[c]) {
-            p++;
-            continue;
-        }
-        out.append(run, p - run);
-        switch (c) {
-        case '"':
-            out.append("\\\"", 2);
+    size_t n = s.size();
+    for (;;) {
+        size_t run = safe_prefix(p, n);
+        out.append(p, run);
+        if (run == n)
             break;
-        case '\\':
-            out.append("\\\\", 2);
-            break;
-        case '\b':
-            out.append("\\b", 2);
-            break;
-        case '\f':
-            out.append("\\f", 2);
-            break;
-        case '\n':
-            out.append("\\n", 2);
-            break;
-        case '\r':
-            out.append("\\r", 2);
-            break;
-        case '\t':
-            out.append("\\t", 2);
-            break;
-        default: {
-            char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xF]};
-            out.append(u, 6);
-        }
-        }
-        run = ++p;
+        char esc[6];
+        out.append(
+            esc, static_cast<size_t>(write_escape(esc, static_cast<unsigned char>(p[run])) - esc));
+        p += run + 1;
+        n -= run + 1;
     }
-    out.append(run, end - run);
     out.push_back('"');
 }
 
@@ -204,35 +240,43 @@ int64_t exp_value(const NumberParts &n) {
 }
 
 // ECMAScript Number::toString layout for significant digits d (k digits, no leading or
-// trailing zeros) whose decimal point sits n digits from the left: value = 0.d * 10^n.
-void layout(std::string &out, bool negative, const char *d, size_t k, int64_t n) {
+// trailing zeros) whose decimal point sits n digits from the left: value = 0.d * 10^n. Writes
+// at o (room for k + 40 bytes when -10^13 < n < 10^13) and returns the end.
+char *layout(char *o, bool negative, const char *d, size_t k, int64_t n) noexcept {
     if (negative)
-        out.push_back('-');
+        *o++ = '-';
     int64_t kk = static_cast<int64_t>(k);
     if (kk <= n && n <= 21) {
-        out.append(d, k);
-        out.append(static_cast<size_t>(n - kk), '0');
+        std::memcpy(o, d, k);
+        o += k;
+        std::memset(o, '0', static_cast<size_t>(n - kk));
+        o += n - kk;
     } else if (0 < n && n <= 21) {
-        out.append(d, static_cast<size_t>(n));
-        out.push_back('.');
-        out.append(d + n, k - static_cast<size_t>(n));
+        std::memcpy(o, d, static_cast<size_t>(n));
+        o += n;
+        *o++ = '.';
+        std::memcpy(o, d + n, k - static_cast<size_t>(n));
+        o += k - static_cast<size_t>(n);
     } else if (-6 < n && n <= 0) {
-        out.append("0.", 2);
-        out.append(static_cast<size_t>(-n), '0');
-        out.append(d, k);
+        *o++ = '0';
+        *o++ = '.';
+        std::memset(o, '0', static_cast<size_t>(-n));
+        o += -n;
+        std::memcpy(o, d, k);
+        o += k;
     } else {
-        out.push_back(d[0]);
+        *o++ = d[0];
         if (k > 1) {
-            out.push_back('.');
-            out.append(d + 1, k - 1);
+            *o++ = '.';
+            std::memcpy(o, d + 1, k - 1);
+            o += k - 1;
         }
         int64_t e = n - 1;
-        out.push_back('e');
-        out.push_back(e < 0 ? '-' : '+');
-        char buf[24];
-        auto r = std::to_chars(buf, buf + sizeof buf, e < 0 ? -e : e);
-        out.append(buf, r.ptr - buf);
+        *o++ = 'e';
+        *o++ = e < 0 ? '-' : '+';
+        o = std::to_chars(o, o + 24, e < 0 ? -e : e).ptr;
     }
+    return o;
 }
 
 // The significant digits of n (int_digits ++ frac_digits without leading and trailing zeros),
@@ -277,10 +321,10 @@ void copy_significant(const NumberParts &n, char *d) {
 }
 
 // ES layout of the exact decimal value: every significant digit kept.
-void format_significant(const NumberParts &n, const Significant &sig, std::string &out) {
+char *format_significant(const NumberParts &n, const Significant &sig, char *o) {
     if (sig.count == 0) {
-        out.push_back('0'); // 0, -0, 0.000e5 ...
-        return;
+        *o++ = '0'; // 0, -0, 0.000e5 ...
+        return o;
     }
     if (sig.point > 1000000000000LL || sig.point < -1000000000000LL)
         throw Error(sqlstate::numeric_value_out_of_range, "JSON number exponent out of range",
@@ -293,22 +337,23 @@ void format_significant(const NumberParts &n, const Significant &sig, std::strin
         d = &big[0];
     }
     copy_significant(n, d);
-    layout(out, n.negative, d, sig.count, sig.point);
+    return layout(o, n.negative, d, sig.count, sig.point);
 }
 
 // Exact-mode canonical number: every significant digit kept, ES layout.
-void format_exact(const NumberParts &n, std::string &out) {
-    format_significant(n, significant(n), out);
+char *format_exact(const NumberParts &n, char *o) {
+    return format_significant(n, significant(n), o);
 }
 
-void format_strict(std::string_view text, const NumberParts &n, std::string &out) {
+char *format_strict(std::string_view text, const NumberParts &n, char *o) {
     // Integers of up to 15 digits are exact doubles that ECMAScript prints unchanged.
     if (n.frac_digits.empty() && !n.has_exp && n.int_digits.size() <= 15) {
-        if (n.int_digits == "0")
-            out.push_back('0'); // also -0
-        else
-            out.append(text.data(), text.size());
-        return;
+        if (n.int_digits.size() == 1 && n.int_digits[0] == '0') {
+            *o++ = '0'; // also -0
+            return o;
+        }
+        std::memcpy(o, text.data(), text.size());
+        return o + text.size();
     }
     // Fast path: a decimal with at most 15 significant digits in the normal double range. Two
     // such decimals never round to the same double (10^15 < 2^53), so the shortest decimal
@@ -316,19 +361,17 @@ void format_strict(std::string_view text, const NumberParts &n, std::string &out
     // zeros: no binary conversion needed. (Subnormals have less precision: excluded.)
     Significant sig = significant(n);
     if (sig.count == 0) {
-        out.push_back('0');
-        return;
+        *o++ = '0';
+        return o;
     }
-    if (sig.count <= 15 && sig.point - 1 >= -307 && sig.point - 1 <= 307) {
-        format_significant(n, sig, out);
-        return;
-    }
+    if (sig.count <= 15 && sig.point - 1 >= -307 && sig.point - 1 <= 307)
+        return format_significant(n, sig, o);
     double v = 0;
     auto r = std::from_chars(text.data(), text.data() + text.size(), v);
     if (r.ec == std::errc::result_out_of_range) {
         if (sig.point - 1 < 0) {
-            out.push_back('0'); // underflows to (-)0 as in ECMAScript
-            return;
+            *o++ = '0'; // underflows to (-)0 as in ECMAScript
+            return o;
         }
         std::string shown(text.substr(0, 64));
         throw Error(sqlstate::numeric_value_out_of_range,
@@ -338,15 +381,15 @@ void format_strict(std::string_view text, const NumberParts &n, std::string &out
     }
     if (r.ec != std::errc() || r.ptr != text.data() + text.size())
         bad_number(text);
-    format_double(v, out);
+    return write_double(v, o);
 }
 
 } // namespace
 
-void format_double(double v, std::string &out) {
+char *write_double(double v, char *o) {
     if (v == 0) {
-        out.push_back('0');
-        return;
+        *o++ = '0';
+        return o;
     }
     if (!(v - v == 0))
         throw Error(sqlstate::numeric_value_out_of_range, "NaN and Infinity are not JSON numbers");
@@ -373,36 +416,44 @@ void format_double(double v, std::string &out) {
         e = e * 10 + (*p++ - '0');
     if (eneg)
         e = -e;
-    layout(out, neg, digits, k, static_cast<int64_t>(e) + 1);
+    return layout(o, neg, digits, k, static_cast<int64_t>(e) + 1);
+}
+
+void format_double(double v, std::string &out) {
+    char buf[64];
+    char *e = write_double(v, buf);
+    out.append(buf, static_cast<size_t>(e - buf));
+}
+
+char *write_number(std::string_view text, bool exact, char *out) {
+    NumberParts n = split_number(text);
+    return exact ? format_exact(n, out) : format_strict(text, n, out);
 }
 
 void format_number(std::string_view text, bool exact, std::string &out) {
-    NumberParts n = split_number(text);
-    if (exact)
-        format_exact(n, out);
-    else
-        format_strict(text, n, out);
+    size_t old = out.size();
+    out.resize(old + number_bound(text.size()));
+    char *e = write_number(text, exact, &out[old]);
+    out.resize(static_cast<size_t>(e - out.data()));
 }
 
-int compare_utf16(std::string_view a, std::string_view b) noexcept {
-    size_t n = std::min(a.size(), b.size());
-    const auto *x = reinterpret_cast<const unsigned char *>(a.data());
-    const auto *y = reinterpret_cast<const unsigned char *>(b.data());
-    size_t i = 0;
-    while (i < n && x[i] == y[i])
-        i++;
-    if (i == n)
-        return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
-    unsigned cx = x[i], cy = y[i];
-    // UTF-8 byte order is code point order; UTF-16 puts U+E000..U+FFFF (lead bytes EE, EF)
-    // after the supplementary planes (lead bytes F0..F4, surrogate pairs D800..DFFF).
-    if (cx >= 0xEE && cy >= 0xEE) {
-        if (cx == 0xEE || cx == 0xEF)
-            cx += 0x10;
-        if (cy == 0xEE || cy == 0xEF)
-            cy += 0x10;
+char *write_escaped(char *out, const char *s, size_t n) noexcept {
+    for (;;) {
+        size_t run = safe_prefix(s, n);
+        std::memcpy(out, s, run);
+        out += run;
+        if (run == n)
+            break;
+        out = write_escape(out, static_cast<unsigned char>(s[run]));
+        s += run + 1;
+        n -= run + 1;
     }
-    return cx < cy ? -1 : 1;
+    return out;
+}
+
+char *write_decimal(char *out, bool negative, const char *digits, size_t k,
+                    int64_t point) noexcept {
+    return layout(out, negative, digits, k, point);
 }
 
 // ---------------------------------------------------------------------------------------------

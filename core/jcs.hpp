@@ -120,11 +120,61 @@ Digest fingerprint_text(std::string_view text, const Options &opts = {});
 // ECMAScript Number.prototype.toString of a finite double (RFC 8785 §3.2.2.3); -0 gives "0".
 // Appends to out.
 void format_double(double v, std::string &out);
+// The same, written at out (room for 40 bytes); returns the end.
+char *write_double(double v, char *out);
 
 // Appends the canonical number for JSON number text (strict or exact mode) to out.
 void format_number(std::string_view text, bool exact, std::string &out);
 
+// Room that write_number needs for number text of n bytes.
+constexpr size_t number_bound(size_t n) noexcept {
+    return n + 40;
+}
+// The canonical number for JSON number text, written at out (room for
+// number_bound(text.size()) bytes); returns the end. Throws like format_number.
+char *write_number(std::string_view text, bool exact, char *out);
+
+// Writes the ECMAScript layout of the decimal 0.d * 10^point (d = the k >= 1 significant digits,
+// no leading or trailing zeros; |point| < 10^12) at out (room for k + 40 bytes); returns the end.
+// This is the canonical form in exact mode, and in strict mode when k <= 15 and
+// -306 <= point <= 308 (see format_number).
+char *write_decimal(char *out, bool negative, const char *digits, size_t k, int64_t point) noexcept;
+
+// Room that write_quoted needs for a string of n bytes.
+constexpr size_t quoted_bound(size_t n) noexcept {
+    return 6 * n + 2;
+}
+// Writes UTF-8 s[0..n) escaped as inside a JCS (ECMAScript JSON.stringify) string, without the
+// quotes, at out (room for 6 * n bytes); returns the end. The bytes are not validated.
+char *write_escaped(char *out, const char *s, size_t n) noexcept;
+// The same with the quotes (room for quoted_bound(n) bytes).
+inline char *write_quoted(char *out, const char *s, size_t n) noexcept {
+    *out++ = '"';
+    out = write_escaped(out, s, n);
+    *out++ = '"';
+    return out;
+}
+
 // Three-way comparison of two UTF-8 strings by their UTF-16 code units (RFC 8785 §3.2.3).
-int compare_utf16(std::string_view a, std::string_view b) noexcept;
+inline int compare_utf16(std::string_view a, std::string_view b) noexcept {
+    size_t n = a.size() < b.size() ? a.size() : b.size();
+    const auto *x = reinterpret_cast<const unsigned char *>(a.data());
+    const auto *y = reinterpret_cast<const unsigned char *>(b.data());
+    size_t i = 0;
+    while (i < n && x[i] == y[i])
+        i++;
+    if (i == n)
+        return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
+    unsigned cx = x[i], cy = y[i];
+    // UTF-8 byte order is code point order; UTF-16 puts U+E000..U+FFFF (lead bytes EE, EF)
+    // after the supplementary planes (lead bytes F0..F4, surrogate pairs D800..DFFF).
+    if (cx >= 0xEE && cy >= 0xEE) {
+        if (cx == 0xEE || cx == 0xEF)
+            cx += 0x10;
+        if (cy == 0xEE || cy == 0xEF)
+            cy += 0x10;
+    }
+    return cx < cy ? -1 : 1;
+}
 
 } // namespace idem::jcs

@@ -52,6 +52,97 @@ FROM (VALUES ('arrays', :'arrays_in', :'arrays_out'), ('french', :'french_in', :
              ('weird', :'weird_in', :'weird_out')) v(name, i, o)
 ORDER BY name;
 SELECT idem_canonical_json(:'values_in'::text);
+-- the direct jsonb walker (no filters) against the raw-text parser and the iterator path (any
+-- filter, even one that matches nothing, takes the iterator path)
+SELECT name, idem_canonical_json(i::jsonb) = idem_canonical_json(i::jsonb::text) AS walker_eq_text,
+       idem_fingerprint(i::jsonb) = idem_fingerprint(i::jsonb, exclude => ARRAY['{no,such,path}']) AS walker_eq_iterator,
+       idem_canonical_json(i::jsonb, true) = idem_canonical_json(i::jsonb::text, true) AS exact_eq
+FROM (VALUES ('arrays', :'arrays_in'), ('french', :'french_in'), ('structures', :'structures_in'),
+             ('unicode', :'unicode_in'), ('values', :'values_in'), ('weird', :'weird_in')) v(name, i)
+ORDER BY name;
+
+-- Generated documents: keys and strings from characters where UTF-8 byte order and UTF-16 order
+-- disagree (U+E000..U+FFFF against supplementary-plane characters), escapes and control
+-- characters, nested arrays and objects (small, > 16 and > 24 members), numbers of every layout.
+-- The walker must give the text path's canonical form byte for byte, in both number modes.
+SELECT setseed(0.4242);
+CREATE FUNCTION fp_gen_str() RETURNS text LANGUAGE sql VOLATILE AS $$
+    SELECT string_agg((ARRAY['a', 'b', 'z', 'A', '0', ' ', '/', 'é', 'ÿ', U&'\0100', U&'\07FF',
+                             U&'\0800', U&'\D7FF', U&'\E000', U&'\E001', U&'\FF01', U&'\FFFD',
+                             U&'\FFFF', U&'\+010000', U&'\+01F600', U&'\+01F601', U&'\+10FFFF',
+                             '"', '\', chr(1), chr(8), chr(9), chr(10), chr(31), chr(127)])
+                      [1 + floor(random() * 30)::int], '')
+    FROM generate_series(1, 1 + floor(random() * 4)::int)
+$$;
+CREATE FUNCTION fp_gen_num() RETURNS jsonb LANGUAGE sql VOLATILE AS $$
+    SELECT to_jsonb(CASE floor(random() * 12)::int
+        WHEN 0 THEN floor(random() * 1000)::numeric
+        WHEN 1 THEN -floor(random() * 1e9)::numeric
+        WHEN 2 THEN round((random() * 100000)::numeric, floor(random() * 6)::int)
+        WHEN 3 THEN round((random() - 0.5)::numeric, 20)
+        WHEN 4 THEN (floor(random() * 1e15)::numeric * 1e10)
+        WHEN 5 THEN (random() * 1e-9)::numeric
+        WHEN 6 THEN floor(random() * 1e17)::numeric
+        WHEN 7 THEN (ARRAY[0, 1e21, 1e-7, 0.000001, 9007199254740993, 123456789012345678,
+                           0.1000000000000000000001, 1.5e-310, 1e308, -1e-6, 5e-324, 1e-400])
+                     [1 + floor(random() * 12)::int]
+        WHEN 8 THEN round(random()::numeric, 2) * 10::numeric ^ floor(random() * 40)::int
+        WHEN 9 THEN (random()::numeric * 1e25)
+        WHEN 10 THEN -0.0::numeric
+        ELSE (floor(random() * 1e6)::numeric / 1e3) END)
+$$;
+CREATE FUNCTION fp_gen(depth int) RETURNS jsonb LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    r float8 := random();
+    n int;
+    o jsonb;
+BEGIN
+    IF depth <= 0 OR r < 0.35 THEN
+        r := random();
+        RETURN CASE WHEN r < 0.4 THEN fp_gen_num() WHEN r < 0.8 THEN to_jsonb(fp_gen_str())
+                    WHEN r < 0.87 THEN 'true' WHEN r < 0.94 THEN 'false' ELSE 'null' END;
+    END IF;
+    n := CASE WHEN depth >= 3 AND random() < 0.15 THEN 17 + floor(random() * 30)::int
+              ELSE floor(random() * 5)::int END;
+    IF r < 0.6 THEN
+        SELECT coalesce(jsonb_agg(fp_gen(depth - 1)), '[]') INTO o FROM generate_series(1, n);
+    ELSE
+        o := '{}';
+        FOR i IN 1 .. n LOOP
+            o := o || jsonb_build_object(fp_gen_str(), fp_gen(depth - 1));
+        END LOOP;
+    END IF;
+    RETURN o;
+END $$;
+CREATE TEMP TABLE fp_docs AS SELECT i, fp_gen(4) AS j FROM generate_series(1, 400) i;
+SELECT count(*) AS docs,
+       count(*) FILTER (WHERE jsonb_typeof(j) = 'object') > 100 AS has_objects,
+       count(*) FILTER (WHERE j::text ~ U&'[\E000-\FFFF]' AND j::text ~ U&'[\+010000-\+10FFFF]') > 10 AS has_both_planes,
+       count(*) FILTER (WHERE idem_canonical_json(j) IS DISTINCT FROM idem_canonical_json(j::text)) AS strict_mismatches,
+       count(*) FILTER (WHERE idem_canonical_json(j, true) IS DISTINCT FROM idem_canonical_json(j::text, true)) AS exact_mismatches,
+       count(*) FILTER (WHERE idem_fingerprint(j) IS DISTINCT FROM idem_fingerprint(j, exclude => ARRAY['{no,such,path}'])) AS iterator_mismatches,
+       count(*) FILTER (WHERE idem_fingerprint(j) IS DISTINCT FROM sha256(convert_to(idem_canonical_json(j::text), 'UTF8'))) AS fingerprint_mismatches
+FROM fp_docs;
+-- keys that differ only in the plane of their first character, in one object
+SELECT idem_canonical_json(o) = idem_canonical_json(o::text) AS planes_ok,
+       regexp_replace(idem_canonical_json(o), '"[^"]*":', '', 'g') AS values_in_utf16_key_order
+FROM (SELECT jsonb_object_agg(k, ord) AS o
+      FROM unnest(ARRAY[U&'\FFFF', U&'\+010000', U&'\E000x', U&'\+01F600', U&'\D7FF', 'z',
+                        U&'\E000', U&'\+10FFFF', U&'\FF01a', U&'\+01F600a'])
+           WITH ORDINALITY AS t(k, ord)) s;
+-- long strings (escaped in pieces) and numbers the walker hands to numeric_out
+SELECT idem_canonical_json(j) = idem_canonical_json(j::text) AS long_ok, length(idem_canonical_json(j)) AS len
+FROM (SELECT jsonb_build_object(repeat('k"', 40000), repeat(E'a\u0001\\"é' || U&'\+01F600', 30000),
+                                'n', 1.00000000000000000000000000000000000000000000000000000000000000000001) AS j) s;
+SELECT idem_canonical_json(j, true) = idem_canonical_json(j::text, true) AS big_numbers_ok
+FROM (SELECT jsonb_build_array(10::numeric ^ 300, -(10::numeric ^ 200 + 1), 1e-300, 2::numeric ^ 400) AS j) s;
+-- the walker leaves documents deeper than 200 levels to the iterator path
+SELECT d, idem_canonical_json(j) = idem_canonical_json(j::text) AS ok
+FROM (SELECT d, (repeat('{"b":[0,', d) || '1' || repeat(']}', d))::jsonb AS j FROM unnest(ARRAY[99, 100, 101, 150]) d) s
+ORDER BY d;
+DROP FUNCTION fp_gen(int);
+DROP FUNCTION fp_gen_num();
+DROP FUNCTION fp_gen_str();
 
 -- fingerprints: SHA-256 of the canonical bytes; retries re-serialised differently agree
 SELECT idem_fingerprint('{"a":1}'::jsonb);
