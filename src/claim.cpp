@@ -6,6 +6,7 @@
 #include "pg_cpp.hpp"
 #include "guc.hpp"
 #include "lease.hpp"
+#include "args.hpp"
 #include "spi_util.hpp"
 #include "stats.hpp"
 
@@ -29,9 +30,10 @@ using idem::pg::col;
 using idem::pg::exec;
 using idem::pg::saved_plan;
 
-constexpr int IK_NOT_FOUND = MAKE_SQLSTATE('I', 'K', '0', '0', '1');
-constexpr int IK_FENCED = MAKE_SQLSTATE('I', 'K', '0', '0', '2');
-constexpr int IK_FINISHED = MAKE_SQLSTATE('I', 'K', '0', '0', '3');
+using idem::pg::IK_FENCED;
+using idem::pg::IK_FINISHED;
+using idem::pg::IK_NOT_FOUND;
+using idem::pg::require_arg;
 
 // Columns read back from a record, in the order of RECORD_COLUMNS.
 #define RECORD_COLUMNS                                                                             \
@@ -129,21 +131,11 @@ const char *status_text(idem::Status s) {
     return "failed";
 }
 
-// Raises 22004 for a NULL argument.
-void require_arg(FunctionCallInfo fcinfo, int argno, const char *name) {
-    if (PG_ARGISNULL(argno))
-        ereport(ERROR,
-                (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not be null", name),
-                 strcmp(name, "key") == 0
-                     ? errhint("A request without an Idempotency-Key must be rejected "
-                               "(HTTP 400), not claimed.")
-                     : 0));
-}
-
 // Validated scope and key arguments (arguments 0 and 1 of every function here).
 void scope_key_args(FunctionCallInfo fcinfo, Datum *scope, Datum *key) {
     require_arg(fcinfo, 0, "scope");
-    require_arg(fcinfo, 1, "key");
+    require_arg(fcinfo, 1, "key",
+                "A request without an Idempotency-Key must be rejected (HTTP 400), not claimed.");
     text *s = PG_GETARG_TEXT_PP(0);
     text *k = PG_GETARG_TEXT_PP(1);
     idem::validate_name("scope", VARSIZE_ANY_EXHDR(s), idem::max_scope_bytes);

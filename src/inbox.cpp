@@ -9,6 +9,7 @@
 #include "pg_cpp.hpp"
 #include "guc.hpp"
 #include "lease.hpp"
+#include "args.hpp"
 #include "spi_util.hpp"
 #include "stats.hpp"
 
@@ -26,9 +27,10 @@ using idem::pg::col;
 using idem::pg::exec;
 using idem::pg::saved_plan;
 
-constexpr int IK_NOT_FOUND = MAKE_SQLSTATE('I', 'K', '0', '0', '1');
-constexpr int IK_FENCED = MAKE_SQLSTATE('I', 'K', '0', '0', '2');
-constexpr int IK_FINISHED = MAKE_SQLSTATE('I', 'K', '0', '0', '3');
+using idem::pg::IK_FENCED;
+using idem::pg::IK_FINISHED;
+using idem::pg::IK_NOT_FOUND;
+using idem::pg::require_arg;
 
 // Limits on caller-supplied values (bytes); consumer + event id must fit a btree index entry.
 constexpr size_t MAX_CONSUMER = 255;
@@ -120,13 +122,6 @@ const Oid FAIL_TYPES[] = {TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID, BOOLOID, TE
 
 SPIPlanPtr plan_insert, plan_reset, plan_lock, plan_get, plan_mark_stale, plan_entity_apply,
     plan_entity_get, plan_next, plan_done, plan_fail;
-
-// Raises 22004 for a NULL argument.
-void require_arg(FunctionCallInfo fcinfo, int argno, const char *name) {
-    if (PG_ARGISNULL(argno))
-        ereport(ERROR,
-                (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not be null", name)));
-}
 
 // A detoasted text/bytea datum whose length is checked: empty (unless allowed) → 22023, longer
 // than max → 22001.

@@ -6,6 +6,7 @@
 // jsonb, which re-serialises). The core (core/webhook.hpp) does the parsing and the constant-time
 // comparison inside run_cpp; this file only gathers the bytes and the clock.
 #include "pg_cpp.hpp"
+#include "args.hpp"
 #include "guc.hpp"
 #include "crypto.hpp"
 #include "lease.hpp"
@@ -26,6 +27,8 @@ extern "C" Datum idem_inbox_receive(PG_FUNCTION_ARGS); // src/inbox.cpp
 
 namespace {
 
+using idem::pg::require_arg;
+
 // Bytes of a detoasted varlena (plain memory, valid for the rest of the call).
 struct Bytes {
     const char *data;
@@ -38,13 +41,6 @@ struct Secrets {
     int n;
     Bytes items[MAX_SECRETS];
 };
-
-// Raises 22004 for a NULL argument.
-void require_arg(FunctionCallInfo fcinfo, int argno, const char *name) {
-    if (PG_ARGISNULL(argno))
-        ereport(ERROR,
-                (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not be null", name)));
-}
 
 Bytes varlena_bytes(Datum d) {
     struct varlena *v = pg_detoast_datum_packed(reinterpret_cast<struct varlena *>(d));

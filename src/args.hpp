@@ -1,0 +1,21 @@
+// Argument checks and the extension's own SQLSTATEs, shared by the SQL-callable functions.
+#pragma once
+
+#include "pg_cpp.hpp"
+
+namespace idem::pg {
+
+// The extension's SQLSTATE class IK (implementation-defined; listed in the README).
+inline constexpr int IK_NOT_FOUND = MAKE_SQLSTATE('I', 'K', '0', '0', '1'); // unknown key/event
+inline constexpr int IK_FENCED = MAKE_SQLSTATE('I', 'K', '0', '0', '2');    // stale attempt
+inline constexpr int IK_FINISHED = MAKE_SQLSTATE('I', 'K', '0', '0', '3');  // already finished
+
+// Raises 22004 when argument argno is NULL; hint, when given, says what to do instead.
+inline void require_arg(FunctionCallInfo fcinfo, int argno, const char *name,
+                        const char *hint = nullptr) {
+    if (PG_ARGISNULL(argno))
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                        errmsg("%s must not be null", name), hint ? errhint("%s", hint) : 0));
+}
+
+} // namespace idem::pg
