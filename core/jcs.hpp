@@ -11,6 +11,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +37,55 @@ struct Options {
     // include filter" (never "keep nothing").
     std::vector<Path> include;
 };
+
+namespace detail {
+
+// A growable byte buffer whose appends inline (std::string's do not); capacity is kept by clear().
+class Buffer {
+  public:
+    Buffer() = default;
+    ~Buffer() { std::free(data_); }
+    Buffer(const Buffer &) = delete;
+    Buffer &operator=(const Buffer &) = delete;
+
+    size_t size() const noexcept { return size_; }
+    size_t capacity() const noexcept { return cap_; }
+    const char *data() const noexcept { return data_; }
+    char *data() noexcept { return data_; }
+    std::string_view view() const noexcept { return std::string_view(data_, size_); }
+    void clear() noexcept { size_ = 0; }
+    // Frees the memory.
+    void release() noexcept {
+        std::free(data_);
+        data_ = nullptr;
+        size_ = cap_ = 0;
+    }
+    // Room for n more bytes; returns the write position (the size is unchanged).
+    char *room(size_t n) {
+        if (cap_ - size_ < n)
+            grow(n);
+        return data_ + size_;
+    }
+    // Sets the size after writing at room() (or shrinks).
+    void set_end(const char *end) noexcept { size_ = static_cast<size_t>(end - data_); }
+    void resize_down(size_t n) noexcept { size_ = n; }
+    void push_back(char c) {
+        *room(1) = c;
+        size_++;
+    }
+    void append(const char *s, size_t n) {
+        std::memcpy(room(n), s, n);
+        size_ += n;
+    }
+
+  private:
+    void grow(size_t n);
+    char *data_ = nullptr;
+    size_t size_ = 0;
+    size_t cap_ = 0;
+};
+
+} // namespace detail
 
 // Builds canonical JSON from a stream of events. Object members are buffered and sorted by
 // their names' UTF-16 code units at end_object; duplicate names raise 22P02. Strings must be
@@ -70,7 +121,7 @@ class CanonicalWriter {
     // True once a complete top-level value has been written.
     bool done() const noexcept { return done_; }
     // The canonical UTF-8 text; valid until the next reset. Throws if the document is incomplete.
-    const std::string &result() const;
+    std::string_view result() const;
     // SHA-256 of result().
     Digest digest() const;
 
@@ -91,9 +142,9 @@ class CanonicalWriter {
     bool filtering_ = false;
     bool expect_key_ = false;
     unsigned ticks_ = 0;
-    std::string out_;
-    std::string keys_;    // unescaped member names of the open objects
-    std::string scratch_; // used when members are reordered
+    detail::Buffer out_;
+    std::string keys_;       // unescaped member names of the open objects (when not in out_)
+    detail::Buffer scratch_; // used when members are reordered
     std::vector<Member> members_;
     std::vector<Frame> frames_; // frames_[0..depth_) are live; kept for their capacity
     size_t depth_ = 0;

@@ -593,7 +593,7 @@ Datum text_result(idem::jcs::CanonicalWriter *w) {
     const char *data = nullptr;
     size_t size = 0;
     if (!run_cpp(pe, [&] {
-            const std::string &r = w->result();
+            std::string_view r = w->result();
             data = r.data();
             size = r.size();
         }))

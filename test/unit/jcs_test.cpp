@@ -469,3 +469,97 @@ TEST(JcsWriter, StreamingApiAndReuse) {
     EXPECT_THROW(w.number("1e"), idem::Error);
     EXPECT_EQ(idem::jcs::fingerprint_text("{\"a\":1}"), idem::sha256("{\"a\":1}"));
 }
+
+namespace {
+
+// Reference JCS string escaping, one byte at a time.
+std::string ref_quoted(const std::string &s) {
+    static const char h[] = "0123456789abcdef";
+    std::string r = "\"";
+    for (unsigned char c : s) {
+        if (c == '"')
+            r += "\\\"";
+        else if (c == '\\')
+            r += "\\\\";
+        else if (c == '\b')
+            r += "\\b";
+        else if (c == '\f')
+            r += "\\f";
+        else if (c == '\n')
+            r += "\\n";
+        else if (c == '\r')
+            r += "\\r";
+        else if (c == '\t')
+            r += "\\t";
+        else if (c < 0x20)
+            r += std::string("\\u00") + h[c >> 4] + h[c & 15];
+        else
+            r.push_back(static_cast<char>(c));
+    }
+    return r + "\"";
+}
+
+} // namespace
+
+TEST(JcsStrings, BlockScanningAgreesWithBytewiseEscaping) {
+    // Every special byte at every position of strings around the 16-byte block size, through
+    // write_quoted and through the parser (escaped in the input) and the writer.
+    const unsigned char specials[] = {'"', '\\', 0x01, 0x1f, '\n', 0x7f, 0x80, 0xff, ' ', 'A'};
+    for (size_t len = 0; len <= 40; len++) {
+        for (size_t pos = 0; pos < (len ? len : 1); pos++) {
+            for (unsigned char sp : specials) {
+                std::string s(len, 'x');
+                if (len)
+                    s[pos] = static_cast<char>(sp);
+                std::string want = ref_quoted(s);
+                std::vector<char> buf(idem::jcs::quoted_bound(s.size()));
+                char *e = idem::jcs::write_quoted(buf.data(), s.data(), s.size());
+                ASSERT_EQ(std::string(buf.data(), e), want) << len << " " << pos << " " << int(sp);
+                if (sp >= 0x80)
+                    continue; // not UTF-8 on its own
+                ASSERT_EQ(canon(want), want) << len << " " << pos << " " << int(sp);
+                ASSERT_EQ(canon("{" + want + ":1}"), "{" + want + ":1}");
+            }
+        }
+    }
+    // Multi-byte characters straddling block boundaries.
+    for (size_t pad = 0; pad < 20; pad++) {
+        std::string s = std::string(pad, 'a') + "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"" +
+                        std::string(pad, 'b') + "\xee\x80\x80";
+        EXPECT_EQ(canon(ref_quoted(s)), ref_quoted(s)) << pad;
+    }
+    // Strings longer than the 64 KiB pieces the writer escapes at a time.
+    std::string big;
+    for (int i = 0; i < 50000; i++)
+        big += i % 7 == 0 ? "\"\x01" : "ab";
+    EXPECT_EQ(canon(ref_quoted(big)), ref_quoted(big));
+}
+
+TEST(JcsKeys, EscapedAndPlainNamesSortAndCollide) {
+    // Names that need escapes are kept apart from the output; both kinds sort together.
+    EXPECT_EQ(canon(R"({"b":1,"a\"":2,"a":3,"\n":4,"a\\":5})"),
+              R"({"\n":4,"a":3,"a\"":2,"a\\":5,"b":1})");
+    EXPECT_EQ(sqlstate_of(R"({"a\"":1,"a\u0022":2})"), "22P02");
+    EXPECT_EQ(sqlstate_of(R"({"ab":1,"a\u0062":2})"), "22P02");
+    // Reordering nested objects keeps every name readable.
+    EXPECT_EQ(canon(R"({"z":{"y":{"x":1,"w":2},"v":[{"u":1,"t":2}]},"s":{"r\t":1,"q":2}})"),
+              R"({"s":{"q":2,"r\t":1},"z":{"v":[{"t":2,"u":1}],"y":{"w":2,"x":1}}})");
+}
+
+TEST(JcsNumbers, WriteDecimalIsTheExactLayout) {
+    char buf[128];
+    auto dec = [&](bool neg, const char *d, int64_t point) {
+        return std::string(buf, idem::jcs::write_decimal(buf, neg, d, std::strlen(d), point));
+    };
+    EXPECT_EQ(dec(false, "1", 1), "1");
+    EXPECT_EQ(dec(true, "125", 1), "-1.25");
+    EXPECT_EQ(dec(false, "1", 22), "1e+21");
+    EXPECT_EQ(dec(false, "1", 21), "100000000000000000000");
+    EXPECT_EQ(dec(false, "1", -6), "1e-7");
+    EXPECT_EQ(dec(false, "1", -5), "0.000001");
+    EXPECT_EQ(dec(false, "123456789012345678", 18), "123456789012345678");
+    for (const char *t : {"0.5", "1999.50", "-12.5e3", "1e-7", "123.456e-300", "99999e300"}) {
+        std::string want = num(t, true), got(num(t, false));
+        EXPECT_EQ(want, got) << t; // <= 15 digits: strict and exact agree
+    }
+}
