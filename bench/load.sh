@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Load and cost of idem_claim (issue 6), pgbench on a throwaway cluster of its own (port 54395).
-#   bench/load.sh                 ROUNDS=5 SECS=10 CLIENTS=8 FSYNC=on MEMORY_CLAIMS=1000000
+#   bench/load.sh     env: ROUNDS=5 SECS=10 CLIENTS=8 FSYNC=on CPU_ROUNDS=5 CPU_SECS=5
+#                          MEMORY_CLAIMS=1000000 MEMORY_SCRIPT=claim_new (0 skips a part)
 # For each synchronous_commit setting (off, on) and each round, runs every variant once, in
 # alternating order, for SECS seconds with CLIENTS clients (-M prepared), and reports the
 # median TPS of each variant and the ratios:
 #   idem_claim on new keys / bare INSERT ... ON CONFLICT DO NOTHING of the same row  (goal >= 0.95)
 #   idem_claim on new keys / the PL/pgSQL claim of bench/plpgsql_claim.sql           (goal >= 1.15)
 #   idem_claim replays of completed keys / bare primary-key SELECT of the same row   (goal >= 0.9)
-# Then one backend performs MEMORY_CLAIMS claims of new keys (pgbench -c1, one connection) and
+# Throughput on a shared 2-core machine is noisy, so each variant's backend CPU time per
+# transaction is also measured (one client; /proc/<backend>/stat), a cost that does not depend on
+# the other load. Then one backend performs MEMORY_CLAIMS claims of new keys (pgbench -c1, one connection) and
 # its private resident memory (RssAnon; VmRSS also counts the shared buffers it touches) is read
 # from /proc after a warm-up and at the end.
 # test/pgcluster sets fsync = off; FSYNC=on (default) turns it on so that synchronous_commit = on
@@ -19,6 +22,9 @@ SECS=${SECS:-10}
 CLIENTS=${CLIENTS:-8}
 FSYNC=${FSYNC:-on}
 MEMORY_CLAIMS=${MEMORY_CLAIMS:-1000000}
+MEMORY_SCRIPT=${MEMORY_SCRIPT:-claim_new}
+CPU_ROUNDS=${CPU_ROUNDS:-5}
+CPU_SECS=${CPU_SECS:-5}
 export IDEM_PGPORT=54395 IDEM_PGDIR=/tmp/idem-pg-54395
 OUT=${OUT:-/tmp/idem-load-$$}
 mkdir -p "$OUT"
@@ -63,21 +69,80 @@ for sc in ('off', 'on'):
         allr = ' '.join('%.0f' % float(r[3]) for r in rows if r[0] == sc and r[1] == v)
         print('| %s | %s | %.0f | %s |' % (sc, v, med[sc, v], allr))
 print()
-print('| synchronous_commit | ratio | median ratio | goal | met |')
-print('|---|---|---:|---:|---|')
+t = {(r[0], r[1], r[2]): float(r[3]) for r in rows}
+rounds = sorted({r[2] for r in rows}, key=int)
+print('| synchronous_commit | ratio | ratio of medians | median of per-round ratios (min-max) | goal | met |')
+print('|---|---|---:|---:|---:|---|')
 for sc in ('off', 'on'):
     for a, b, goal in (('claim_new', 'insert_new', 0.95), ('claim_new', 'plpgsql_new', 1.15),
                        ('claim_replay', 'select_replay', 0.9)):
         q = med[sc, a] / med[sc, b]
-        print('| %s | %s / %s | %.3f | %.2f | %s |' % (sc, a, b, q, goal, 'yes' if q >= goal else 'NO'))
+        per = [t[sc, a, i] / t[sc, b, i] for i in rounds if t.get((sc, b, i))]
+        pm = statistics.median(per)
+        print('| %s | %s / %s | %.3f | %.3f (%.2f-%.2f) | %.2f | %s |' % (
+            sc, a, b, q, pm, min(per), max(per), goal, 'yes' if min(q, pm) >= goal else
+            ('borderline' if max(q, pm) >= goal else 'NO')))
 PY
+
+# Backend CPU per transaction (load-independent cost): one client, the backend's utime+stime
+# from /proc/<pid>/stat (sampled every 0.1 s, last sample before exit) / transactions.
+if [ "$CPU_ROUNDS" -gt 0 ]; then
+    set +e
+    : >"$OUT/cpu.txt"
+    for sc in off on; do
+        for r in $(seq 1 "$CPU_ROUNDS"); do
+            order=$VARIANTS
+            [ $((r % 2)) = 0 ] && order=$(echo $VARIANTS | tr ' ' '\n' | tac | tr '\n' ' ')
+            for v in $order; do
+                PGOPTIONS="-c synchronous_commit=$sc" pgbench -n -M prepared -c 1 -T "$CPU_SECS" \
+                    -f "$B/$v.sql" bench >"$OUT/cpu-run.txt" 2>&1 &
+                pgb=$!
+                pid=""
+                for _ in $(seq 1 200); do # this run's backend (not the previous one, exiting)
+                    pid=$(psql -XAtd bench -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbench' ORDER BY backend_start DESC LIMIT 1")
+                    [ -n "$pid" ] && [ "$pid" != "${prev_pid:-}" ] && [ -e /proc/"$pid" ] && break
+                    sleep 0.05
+                done
+                prev_pid=$pid
+                ticks=0
+                while kill -0 $pgb 2>/dev/null; do
+                    t=$(awk '{print $14 + $15}' /proc/"$pid"/stat 2>/dev/null) && [ -n "$t" ] && ticks=$t
+                    sleep 0.1
+                done
+                n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$OUT/cpu-run.txt")
+                echo "$sc $v $r $(awk -v t="$ticks" -v n="${n:-0}" -v hz="$(getconf CLK_TCK)" \
+                    'BEGIN { if (n > 0) printf "%.2f", t * 1e6 / hz / n; else print 0 }')" | tee -a "$OUT/cpu.txt"
+            done
+        done
+    done
+    python3 - "$OUT/cpu.txt" <<'PY' | tee "$OUT/cpu-summary.md"
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip() and float(l.split()[3]) > 0]
+med = {(sc, v): statistics.median(float(r[3]) for r in rows if r[0] == sc and r[1] == v)
+       for sc in ('off', 'on') for v in {r[1] for r in rows}}
+print('| synchronous_commit | variant | backend CPU µs per transaction (median) |')
+print('|---|---|---:|')
+for sc in ('off', 'on'):
+    for v in ('claim_new', 'insert_new', 'plpgsql_new', 'claim_replay', 'select_replay'):
+        print('| %s | %s | %.1f |' % (sc, v, med[sc, v]))
+print()
+print('| synchronous_commit | cost ratio (baseline CPU / ours = throughput at equal CPU) | value | goal | met |')
+print('|---|---|---:|---:|---|')
+for sc in ('off', 'on'):
+    for a, b, goal in (('claim_new', 'insert_new', 0.95), ('claim_new', 'plpgsql_new', 1.15),
+                       ('claim_replay', 'select_replay', 0.9)):
+        q = med[sc, b] / med[sc, a]
+        print('| %s | %s vs %s | %.3f | %.2f | %s |' % (sc, a, b, q, goal, 'yes' if q >= goal else 'NO'))
+PY
+    set -e
+fi
 
 if [ "$MEMORY_CLAIMS" -gt 0 ]; then
     set +e # the backend may exit between two samples
     echo
-    echo "memory: one backend, $MEMORY_CLAIMS claims of new keys (pgbench -c1 -t $MEMORY_CLAIMS, synchronous_commit=off)"
+    echo "memory: one backend, $MEMORY_CLAIMS claims of new keys ($MEMORY_SCRIPT.sql, pgbench -c1 -t $MEMORY_CLAIMS, synchronous_commit=off)"
     PGOPTIONS="-c synchronous_commit=off" pgbench -n -M prepared -c 1 -t "$MEMORY_CLAIMS" \
-        -f $B/claim_new.sql bench >"$OUT/memory-pgbench.txt" 2>&1 &
+        -f "$B/$MEMORY_SCRIPT.sql" bench >"$OUT/memory-pgbench.txt" 2>&1 &
     pgb=$!
     pid=""
     for _ in $(seq 1 100); do

@@ -2,9 +2,10 @@
 CREATE EXTENSION idempotency;
 \ir ../plpgsql_claim.sql
 
--- The bare baseline: a table of the same definition (same row width, same constraints).
+-- The bare baseline: a table of the same definition as idempotency.records (same row width,
+-- constraints, fillfactor).
 CREATE SCHEMA bench_bare;
-CREATE TABLE bench_bare.records (LIKE bench_pl.records INCLUDING ALL);
+CREATE TABLE bench_bare.records (LIKE idempotency.records INCLUDING ALL) WITH (fillfactor = 90);
 
 -- Completed keys r1..r100000 for the replay comparison, in idempotency.records and as the same
 -- rows in bench_bare.replay for the bare primary-key SELECT.
@@ -16,6 +17,6 @@ SELECT 'bench', 'r' || i, 'completed', '\x5d41402abc4b2a76b9719d911017c592b0e4fa
                                                   'amount', 1000, 'currency', 'EUR'),
        201, now(), now(), NULL, now() + interval '10 days'
 FROM generate_series(1, 100000) i;
-CREATE TABLE bench_bare.replay (LIKE bench_pl.records INCLUDING ALL);
+CREATE TABLE bench_bare.replay (LIKE idempotency.records INCLUDING ALL) WITH (fillfactor = 90);
 INSERT INTO bench_bare.replay SELECT * FROM idempotency.records WHERE key LIKE 'r%';
 VACUUM ANALYZE;
