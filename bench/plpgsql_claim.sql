@@ -33,10 +33,11 @@ CREATE FUNCTION bench_pl.claim(
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     v_now   timestamptz := pg_catalog.clock_timestamp();
-    v_lease interval := coalesce(p_lease,
-                                 pg_catalog.current_setting('idempotency.default_lease')::interval);
-    v_ttl   interval := coalesce(p_ttl,
-                                 pg_catalog.current_setting('idempotency.default_ttl')::interval);
+    -- the settings of the extension (defined once its library is loaded; else their defaults)
+    v_lease interval := coalesce(p_lease, pg_catalog.current_setting('idempotency.default_lease',
+                                                                     true)::interval, '60 s');
+    v_ttl   interval := coalesce(p_ttl, pg_catalog.current_setting('idempotency.default_ttl',
+                                                                   true)::interval, '1 day');
     v_lease_end timestamptz;
     v_end   timestamptz;
     v_n     bigint;
