@@ -1,11 +1,12 @@
 -- bench/plpgsql_claim.sql: the claim of idem_claim written in PL/pgSQL, for the cost comparison
 -- in bench/load.sh. Same table definition, same semantics and order of checks as src/claim.cpp +
--- core/lease.cpp: argument validation, INSERT ... ON CONFLICT DO NOTHING for a new key; for an
--- existing key lock the row (FOR UPDATE, or SKIP LOCKED when wait = false) and decide
--- fresh (TTL over) / mismatch / replay / retry / in_progress / reclaim, taking over with a
--- compare-and-set UPDATE on the attempt (the fencing token). Invoker's rights and schema-qualified
+-- core/lease.cpp: argument validation, INSERT ... ON CONFLICT DO NOTHING for a new key (in a
+-- subtransaction with lock_timeout when wait = false); for an existing key read the row and
+-- decide fresh (TTL over) / mismatch / replay / retry / in_progress / reclaim, taking over with a
+-- compare-and-set UPDATE on the attempt (the fencing token) and the state that was read. Invoker's rights and schema-qualified
 -- names (the most favourable variant: no SECURITY DEFINER + SET search_path overhead, which the
--- C function's owner switch would correspond to).
+-- C function's owner switch would correspond to). Mirrors src/claim.cpp as of commit 6eb8b12
+-- (unlocked read, compare-and-set takeover, lease restamped after a wait).
 CREATE SCHEMA IF NOT EXISTS bench_pl;
 
 CREATE TABLE bench_pl.records (
@@ -95,6 +96,16 @@ BEGIN
             END;
         END IF;
         IF v_n = 1 THEN
+            -- the insert may have waited for a rolled-back holder of the key: the lease starts now
+            IF pg_catalog.clock_timestamp() - v_now > least(interval '10 ms', v_lease / 10) THEN
+                v_now := pg_catalog.clock_timestamp();
+                v_lease_end := v_now + v_lease;
+                v_end := v_now + v_ttl;
+                UPDATE bench_pl.records AS t
+                   SET created_at = v_now, updated_at = v_now, lease_expires_at = v_lease_end,
+                       expires_at = v_end
+                 WHERE t.scope = p_scope AND t.key = p_key;
+            END IF;
             outcome := 'claimed';
             attempt := 1;
             lease_expires_at := v_lease_end;
@@ -102,24 +113,16 @@ BEGIN
             RETURN;
         END IF;
 
-        IF p_wait THEN
+        -- The key exists: read it without a lock (FOR KEY SHARE under REPEATABLE READ and
+        -- SERIALIZABLE, which raises 40001 if it changed after the snapshot).
+        IF pg_catalog.current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
             SELECT * INTO r FROM bench_pl.records t
-             WHERE t.scope = p_scope AND t.key = p_key FOR UPDATE;
+             WHERE t.scope = p_scope AND t.key = p_key FOR KEY SHARE;
         ELSE
-            SELECT * INTO r FROM bench_pl.records t
-             WHERE t.scope = p_scope AND t.key = p_key FOR UPDATE SKIP LOCKED;
-            IF NOT FOUND THEN
-                SELECT * INTO r FROM bench_pl.records t WHERE t.scope = p_scope AND t.key = p_key;
-                IF FOUND THEN
-                    outcome := 'in_progress';
-                    attempt := r.attempt;
-                    lease_expires_at := r.lease_expires_at;
-                    expires_at := r.expires_at;
-                    RETURN;
-                END IF;
-            END IF;
+            SELECT * INTO r FROM bench_pl.records t WHERE t.scope = p_scope AND t.key = p_key;
         END IF;
         CONTINUE WHEN NOT FOUND; -- purged since the insert saw it: insert again
+        v_now := pg_catalog.clock_timestamp();
 
         IF NOT (r.expires_at > v_now OR (r.status = 'processing'
                 AND r.lease_expires_at IS NOT NULL AND r.lease_expires_at > v_now)) THEN
@@ -154,23 +157,27 @@ BEGIN
         IF r.attempt = 2147483647 THEN
             RAISE EXCEPTION 'attempt counter of this key is exhausted' USING ERRCODE = '22003';
         END IF;
+        v_lease_end := v_now + v_lease;
+        v_end := v_now + v_ttl;
+        -- compare-and-set: only while the record is still as read (attempt, status, retryable,
+        -- no live lease); otherwise decide again
         UPDATE bench_pl.records AS t
            SET status = 'processing', retryable = false, attempt = r.attempt + 1,
                resource_id = NULL, response = NULL, response_status = NULL,
                fingerprint = CASE WHEN v_fresh THEN p_fingerprint ELSE t.fingerprint END,
                created_at = CASE WHEN v_fresh THEN v_now ELSE t.created_at END,
                updated_at = v_now, lease_expires_at = v_lease_end, expires_at = v_end
-         WHERE t.scope = p_scope AND t.key = p_key AND t.attempt = r.attempt;
+         WHERE t.scope = p_scope AND t.key = p_key AND t.attempt = r.attempt
+           AND t.status = r.status AND t.retryable = r.retryable
+           AND (t.lease_expires_at IS NULL OR t.lease_expires_at <= v_now);
         GET DIAGNOSTICS v_n = ROW_COUNT;
-        IF v_n <> 1 THEN
-            RAISE EXCEPTION 'takeover of a locked record updated no row';
-        END IF;
+        CONTINUE WHEN v_n <> 1;
         attempt := r.attempt + 1;
         lease_expires_at := v_lease_end;
         expires_at := v_end;
         RETURN;
     END LOOP;
-    RAISE EXCEPTION 'could not claim the key: its record kept being deleted concurrently'
+    RAISE EXCEPTION 'could not claim the key: its record kept changing concurrently'
         USING ERRCODE = '40001';
 END;
 $$;
