@@ -261,14 +261,18 @@ void walk_jsonb(Jsonb *jb, idem::jcs::CanonicalWriter *w) {
 // destructor is alive in these frames), so PostgreSQL errors (palloc, CHECK_FOR_INTERRUPTS,
 // check_stack_depth, numeric_out) may pass through it.
 
-// The output buffer, in TopMemoryContext, reused by every call (len is reset per call).
+// An output buffer in memory context cxt. Small documents use g_buf, kept in TopMemoryContext
+// and reused by every call; a document whose jsonb is larger than kBigDoc gets a buffer in the
+// call's memory context, which PostgreSQL frees even when the call fails.
 struct CanonBuf {
     char *data;
     size_t len;
     size_t cap;
+    MemoryContext cxt;
 };
-CanonBuf g_buf = {nullptr, 0, 0};
-constexpr size_t kKeepBuf = size_t(1) << 20; // larger buffers are freed after the call
+CanonBuf g_buf = {nullptr, 0, 0, nullptr};
+constexpr size_t kBigDoc = size_t(256) << 10;
+constexpr size_t kKeepBuf = size_t(1) << 20; // g_buf is freed when it grows beyond this
 
 void buf_grow(CanonBuf *b, size_t extra) {
     if (extra > MaxAllocHugeSize - b->len)
@@ -279,7 +283,7 @@ void buf_grow(CanonBuf *b, size_t extra) {
     while (cap < need)
         cap = cap > MaxAllocHugeSize / 2 ? need : cap * 2;
     if (b->data == nullptr)
-        b->data = static_cast<char *>(MemoryContextAllocHuge(TopMemoryContext, cap));
+        b->data = static_cast<char *>(MemoryContextAllocHuge(b->cxt, cap));
     else
         b->data = static_cast<char *>(repalloc_huge(b->data, cap));
     b->cap = cap;
@@ -540,25 +544,33 @@ bool fast_path_ok(const PathList *ex, const PathList *in) {
            (in == nullptr || in->n == 0);
 }
 
-// Writes the canonical text of jb into g_buf; false when the document is too deep for the fast
-// path (then g_buf holds nothing useful and the caller takes the iterator path).
-bool fast_canonical(Jsonb *jb, bool exact) {
-    if (g_buf.cap > kKeepBuf) {
-        pfree(g_buf.data);
-        g_buf = CanonBuf{nullptr, 0, 0};
+// Writes the canonical text of jb into a buffer and returns it, or nullptr when the document is
+// too deep for the fast path (the caller then takes the iterator path).
+CanonBuf *fast_canonical(Jsonb *jb, bool exact) {
+    CanonBuf *b = &g_buf;
+    if (VARSIZE(jb) > kBigDoc) {
+        b = static_cast<CanonBuf *>(palloc(sizeof(CanonBuf)));
+        *b = CanonBuf{nullptr, 0, 0, CurrentMemoryContext};
+    } else {
+        if (g_buf.cap > kKeepBuf) { // left by a failed call
+            pfree(g_buf.data);
+            g_buf = CanonBuf{nullptr, 0, 0, nullptr};
+        }
+        g_buf.cxt = TopMemoryContext;
+        g_buf.len = 0;
     }
-    g_buf.len = 0;
-    FastWalk w{&g_buf, exact, false, 0};
+    FastWalk w{b, exact, false, 0};
     bool ok = fast_container(&w, &jb->root, 1);
     Assert(ok || w.too_deep);
-    return ok;
+    return ok ? b : nullptr;
 }
 
-// Frees the buffer after a huge document.
-void release_buf() {
-    if (g_buf.cap > kKeepBuf) {
-        pfree(g_buf.data);
-        g_buf = CanonBuf{nullptr, 0, 0};
+// Frees a buffer that is not kept for the next call.
+void release_buf(CanonBuf *b) {
+    if (b != &g_buf || g_buf.cap > kKeepBuf) {
+        if (b->data != nullptr)
+            pfree(b->data);
+        *b = CanonBuf{nullptr, 0, 0, nullptr};
     }
 }
 
@@ -624,12 +636,13 @@ bytea *bytea_of(const idem::Digest &d) {
 IDEM_PG_FUNCTION(idem_canonical_json_jsonb) {
     bool exact = get_exact(fcinfo, 1);
     Jsonb *jb = PG_GETARG_JSONB_P(0);
-    if (fast_path_ok(nullptr, nullptr) && fast_canonical(jb, exact)) {
-        if (g_buf.len > MaxAllocSize - VARHDRSZ)
+    CanonBuf *b = fast_path_ok(nullptr, nullptr) ? fast_canonical(jb, exact) : nullptr;
+    if (b != nullptr) {
+        if (b->len > MaxAllocSize - VARHDRSZ)
             ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
                             errmsg("canonical JSON text is too long")));
-        text *r = cstring_to_text_with_len(g_buf.data, static_cast<int>(g_buf.len));
-        release_buf();
+        text *r = cstring_to_text_with_len(b->data, static_cast<int>(b->len));
+        release_buf(b);
         PG_RETURN_TEXT_P(r);
     }
     idem::jcs::CanonicalWriter *w = prepare_writer(exact, nullptr, nullptr);
@@ -659,15 +672,16 @@ IDEM_PG_FUNCTION(idem_fingerprint_jsonb) {
     convert_paths(&ex);
     convert_paths(&in);
     Jsonb *jb = PG_GETARG_JSONB_P(0);
-    if (fast_path_ok(&ex, &in) && fast_canonical(jb, exact)) {
+    CanonBuf *b = fast_path_ok(&ex, &in) ? fast_canonical(jb, exact) : nullptr;
+    if (b != nullptr) {
         PendingError pe;
         unsigned char d[32];
         if (!run_cpp(pe, [&] {
-                idem::Digest x = idem::sha256(std::string_view(g_buf.data, g_buf.len));
+                idem::Digest x = idem::sha256(std::string_view(b->data, b->len));
                 memcpy(d, x.data(), sizeof d);
             }))
             raise(pe);
-        release_buf();
+        release_buf(b);
         bytea *r = static_cast<bytea *>(palloc(VARHDRSZ + sizeof d));
         SET_VARSIZE(r, VARHDRSZ + sizeof d);
         memcpy(VARDATA(r), d, sizeof d);
