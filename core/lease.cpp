@@ -80,11 +80,10 @@ int32_t next_attempt(int32_t current) {
     return current + 1;
 }
 
-// Live while the TTL runs, or while an owner holds an unexpired lease.
+// A finished record is live while its TTL runs. An unfinished one never expires by TTL: its
+// outcome is unknown until it is finished or taken over (reclaimed), whatever its age.
 bool record_live(const RecordState &r, int64_t now) {
-    if (r.expires > now)
-        return true;
-    return r.status == Status::Processing && r.has_lease && r.lease_expires > now;
+    return r.status == Status::Processing || r.expires > now;
 }
 
 // Decision table of idem_claim for an existing row.

@@ -55,7 +55,7 @@ struct RecordState {
 };
 
 enum class ClaimDecision {
-    Fresh,      // the record is past its TTL and counts as absent: claim it anew
+    Fresh,      // a finished record past its TTL counts as absent: claim it anew
     Mismatch,   // same key, different fingerprint
     Replay,     // finished: return the stored result
     InProgress, // another owner holds a live lease
@@ -63,7 +63,8 @@ enum class ClaimDecision {
     Retry,      // a retryable failure: claim the next attempt (outcome claimed)
 };
 
-// A record is live (not counted as absent) while its TTL runs or an owner holds a live lease.
+// A record is live (not counted as absent) while its TTL runs; an unfinished (processing)
+// record is always live: past its lease it is stuck and is reclaimed, never claimed as new.
 bool record_live(const RecordState &r, int64_t now);
 
 // The claim decision for an existing row. The fingerprint check comes before anything else

@@ -132,6 +132,16 @@ SELECT count(*) AS stored FROM idempotency.records WHERE scope = 'ttl';
 SELECT outcome, attempt, resource_id FROM idem_claim('ttl', 'k', '\x02');
 SELECT status, fingerprint, attempt, resource_id FROM idem_lookup('ttl', 'k');
 
+-- an unfinished record never expires by TTL: stuck past its TTL it is reclaimed (outcome unknown:
+-- reconcile), and a different request is still a mismatch (was: claimed anew, no fingerprint check)
+SELECT outcome, attempt FROM idem_claim('ttl', 'stuck', '\x01', '10 milliseconds', '20 milliseconds');
+SELECT pg_sleep(0.05);
+SELECT status, attempt FROM idem_lookup('ttl', 'stuck');
+SELECT outcome, attempt FROM idem_claim('ttl', 'stuck', '\x02');
+SELECT outcome, attempt FROM idem_claim('ttl', 'stuck', '\x01');
+-- an attempt that was never handed out is refused as such
+SELECT try($$SELECT idem_complete('ttl', 'stuck', 7)$$);
+
 -- per-call arguments override the settings
 SET idempotency.default_lease = '5s';
 SET idempotency.default_ttl = '1h';

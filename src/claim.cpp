@@ -463,6 +463,11 @@ bool explain_refusal(Datum *keyv, int32 attempt, const char *action, bool is_fin
                                 action)));
     idem::RecordState st = read_state();
     if (st.status == idem::Status::Processing) {
+        if (attempt > st.attempt)
+            ereport(ERROR, (errcode(IK_FENCED), errmsg("attempt %d does not own this key", attempt),
+                            errdetail("The current attempt is %d; attempt %d was never handed out.",
+                                      st.attempt, attempt),
+                            errhint("Pass the attempt that your idem_claim returned.")));
         if (st.attempt != attempt) {
             idem::stats::count(idem::stats::RefusedFenced);
             ereport(ERROR,

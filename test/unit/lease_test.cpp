@@ -104,6 +104,16 @@ TEST(DecideClaim, PastTtlCountsAsAbsent) {
     EXPECT_EQ(decide_claim(owned, true, now), ClaimDecision::InProgress);
 }
 
+TEST(DecideClaim, StuckPastTtlIsReclaimedNotClaimedAnew) {
+    // An unfinished record whose lease and TTL both ended: its outcome is unknown, so the next
+    // caller must reconcile (reclaimed), and a different request is still a mismatch.
+    const int64_t now = 100 * SEC;
+    RecordState stuck = processing(1, now - 2 * SEC, now - SEC);
+    EXPECT_TRUE(record_live(stuck, now));
+    EXPECT_EQ(decide_claim(stuck, true, now), ClaimDecision::Reclaim);
+    EXPECT_EQ(decide_claim(stuck, false, now), ClaimDecision::Mismatch);
+}
+
 TEST(DecideClaim, OutcomeNames) {
     EXPECT_STREQ(outcome_name(ClaimDecision::Fresh), "claimed");
     EXPECT_STREQ(outcome_name(ClaimDecision::Retry), "claimed");
