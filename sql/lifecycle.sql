@@ -116,7 +116,7 @@ SELECT event_id FROM idempotency.inbox ORDER BY event_id;
 DELETE FROM idempotency.inbox;
 
 -- a caller without rights on the internal tables can purge and list stuck records once granted
--- EXECUTE (the functions are not executable by PUBLIC, see docs/operations.md "Privileges")
+-- EXECUTE (the functions are not executable by PUBLIC, see README "Privileges")
 CREATE ROLE regress_idem_lifecycle;
 GRANT EXECUTE ON FUNCTION idem_purge(integer, integer, boolean, interval),
     idem_purge_batch(text, integer, tid, boolean, interval), idem_stuck(interval)

@@ -1,6 +1,6 @@
 // The boundary between C++ and PostgreSQL.
 //
-// Rules (see DEVELOPERS.md and README "Architecture"):
+// Rules (see DEVELOPERS.md, "The C++ / PostgreSQL boundary"):
 //  * Every SQL-callable function is defined with IDEM_PG_FUNCTION, which catches any C++
 //    exception and raises the PostgreSQL error only after the catch block has been left.
 //  * Inside a function body, PostgreSQL calls that can ereport(ERROR) (SPI, palloc, fmgr) run

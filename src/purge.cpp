@@ -4,7 +4,7 @@
 // A batch walks a table in physical order with a TID range scan that starts after the previous
 // batch's last row, so a full pass reads the table once and needs no index on expires_at (such an
 // index would cost every claim an index insert and turn every idem_complete into a non-HOT update,
-// see docs/lifecycle.md). Rows are locked FOR UPDATE SKIP LOCKED: a batch never waits for a row
+// see README "Lifecycle"). Rows are locked FOR UPDATE SKIP LOCKED: a batch never waits for a row
 // another session holds, and several purges at once delete disjoint rows.
 #include "pg_cpp.hpp"
 #include "spi_util.hpp"

@@ -1,5 +1,5 @@
 
--- Lifecycle: stuck operations, retention, purging, pg_cron (docs/lifecycle.md) ------------------
+-- Lifecycle: stuck operations, retention, purging, pg_cron (README "Lifecycle") ------------------
 
 -- Lists the processing records whose lease ended at least older_than ago: operations whose
 -- worker died or hung. Their outcome is unknown, not failed: reconcile each with the downstream

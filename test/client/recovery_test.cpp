@@ -1,4 +1,4 @@
-// Recovery of stuck operations (docs/lifecycle.md "Recovery"): a worker claims in two-phase mode
+// Recovery of stuck operations (README "Recovery of stuck operations"): a worker claims in two-phase mode
 // (the claim commits) and dies before completing,
 //   1. its backend killed with SIGKILL (the postmaster then restarts every backend and runs
 //      crash recovery), and
