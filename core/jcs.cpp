@@ -716,18 +716,24 @@ void CanonicalWriter::key(std::string_view name) {
     pend_start_ = out_.size();
     if (f.kept > 0)
         out_.push_back(',');
-    Member m{0, name.size(), out_.size(), 0, false, false};
-    size_t quoted = append_quoted(out_, name);
+    const size_t start = out_.size();
+    const size_t quoted = append_quoted(out_, name);
+    // Filled in place (a Member built on the stack and copied stalls on store forwarding).
+    Member &m = members_.emplace_back();
+    m.key_len = name.size();
+    m.start = start;
+    m.end = 0;
+    m.kept = false;
     if (!filtering_ && quoted == name.size() + 2) {
         // Nothing was escaped: the name stays readable in out_ until end_object (only filters
         // cut bytes out of out_ before then).
-        m.key_off = m.start + 1;
+        m.key_off = start + 1;
         m.key_in_out = true;
     } else {
         m.key_off = keys_.size();
+        m.key_in_out = false;
         keys_.append(name.data(), name.size());
     }
-    members_.push_back(m);
     out_.push_back(':');
     child_filter(f, name, -1);
     expect_key_ = false;
