@@ -3,8 +3,9 @@
 // every connection is lost and the server runs crash recovery). Pairs of clients send each key,
 // reconnect and retry with the same key until answered; a lease of 1 second lets a retry
 // reclaim a record whose owner was killed after a two-phase claim committed.
-//   --ci    16 clients (8 pairs) x 12 keys per pair per mode; 3 SIGKILLs per mode
-//   --soak  16 clients x 100 keys per pair per mode; a SIGKILL every ~40 kills
+//   --ci    16 clients (8 pairs) x 40 (single-tx) / 12 (two-phase) keys per pair; <= 3 SIGKILLs
+//           per mode (one kill in 12 is a SIGKILL)
+//   --soak  16 clients x 300 / 100 keys per pair; a SIGKILL every ~40 kills
 //   --break naive check-then-insert handler without idempotency: must FAIL
 #include "common.hpp"
 
@@ -29,14 +30,16 @@ struct Worker {
 int main(int argc, char **argv) {
     Options opt = parse_options(argc, argv);
     const int pairs = 8;
-    const int keys_per_pair = opt.soak ? 100 : 12;
+    // single-tx keys are quick (no lease to wait out), so that mode gets more of them
+    const int keys_single = opt.soak ? 300 : 40, keys_two_phase = opt.soak ? 100 : 12;
     const int max_sigkills = opt.soak ? 1000000 : 3;
     const int sigkill_every = opt.soak ? 40 : 12; // one kill in N is a SIGKILL
     const std::string db = "kill_test";
     auto t0 = std::chrono::steady_clock::now();
-    std::printf("kill_test: %d clients (%d pairs) x %d keys per pair per mode, killing backends "
-                "between claim and complete%s\n",
-                pairs * 2, pairs, keys_per_pair, opt.broken ? " (--break: naive handler)" : "");
+    std::printf("kill_test: %d clients (%d pairs) x %d (single-tx) / %d (two-phase) keys per pair, "
+                "killing backends between claim and complete%s\n",
+                pairs * 2, pairs, keys_single, keys_two_phase,
+                opt.broken ? " (--break: naive handler)" : "");
     try {
         create_test_db(db);
     } catch (const std::exception &e) {
@@ -50,6 +53,7 @@ int main(int argc, char **argv) {
     for (Mode mode : modes) {
         std::string scope = std::string("kill-") + mode_name(mode);
         const int nworkers = pairs * 2;
+        const int keys_per_pair = mode == Mode::TwoPhase ? keys_two_phase : keys_single;
         const int keys = pairs * keys_per_pair;
         Stats st;
         std::vector<Worker> workers(nworkers);
