@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Load and cost of idem_claim (issue 6), pgbench on a throwaway cluster of its own (port 54395).
 #   bench/load.sh     env: ROUNDS=5 SECS=10 CLIENTS=8 FSYNC=on CPU_ROUNDS=5 CPU_SECS=5
-#                          MEMORY_CLAIMS=1000000 MEMORY_SCRIPT=claim_new (0 skips a part)
+#                          MEMORY_CLAIMS=1000000 MEMORY_SCRIPT=claim_new (ROUNDS, CPU_ROUNDS or
+#                          MEMORY_CLAIMS = 0 skips that part)
 # For each synchronous_commit setting (off, on) and each round, runs every variant once, in
 # alternating order, for SECS seconds with CLIENTS clients (-M prepared), and reports the
 # median TPS of each variant and the ratios:
@@ -55,7 +56,7 @@ for sc in off on; do
     done
 done
 
-python3 - "$OUT/tps.txt" <<'PY' | tee "$OUT/summary.md"
+[ "$ROUNDS" -gt 0 ] && python3 - "$OUT/tps.txt" <<'PY' | tee "$OUT/summary.md"
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip() and not l.startswith('#')]
 med = {}
