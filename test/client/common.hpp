@@ -59,10 +59,14 @@ inline std::string env_or(const char *name, const char *dflt) {
 }
 
 // The server's TCP port (PGPORT, as set by `eval "$(test/pgcluster start)"`).
-inline int pg_port() { return std::atoi(env_or("PGPORT", "5432").c_str()); }
+inline int pg_port() {
+    return std::atoi(env_or("PGPORT", "5432").c_str());
+}
 
 // Connection string for database db over the libpq environment (PGHOST/PGPORT/PGUSER).
-inline std::string conninfo(const std::string &db) { return "dbname=" + db; }
+inline std::string conninfo(const std::string &db) {
+    return "dbname=" + db;
+}
 
 // Connection string for database db over TCP to 127.0.0.1:port (used through the proxy).
 inline std::string tcp_conninfo(const std::string &db, int port) {
@@ -180,8 +184,12 @@ inline std::mt19937_64 &rng() {
 inline int rand_int(int lo, int hi) { // inclusive
     return std::uniform_int_distribution<int>(lo, hi)(rng());
 }
-inline double rand01() { return std::uniform_real_distribution<double>(0, 1)(rng()); }
-inline void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+inline double rand01() {
+    return std::uniform_real_distribution<double>(0, 1)(rng());
+}
+inline void sleep_ms(int ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
 
 // Exponential backoff with jitter: attempt 0, 1, 2, ... → ~base, 2·base, ... capped at cap ms.
 inline void backoff(int attempt, int base_ms = 5, int cap_ms = 500) {
@@ -266,10 +274,9 @@ inline void effect_invariants(pqxx::connection &c, const std::string &label,
         "WHERE r.scope = $1 AND r.status = 'completed' AND r.resource_id = p.pid AND p.n = 1",
         scope);
     long matched = m[0][0].as<long>();
-    out.push_back({label + ": completed record = its payment", keys, keys, matched,
-                   matched == keys, ""});
+    out.push_back(
+        {label + ": completed record = its payment", keys, keys, matched, matched == keys, ""});
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // The business handler under test: "charge `amount` once for Idempotency-Key `key`". The effect
@@ -295,8 +302,8 @@ inline const char *mode_name(Mode m) {
 
 // Outcome counters of a run.
 struct Stats {
-    std::atomic<long> claimed{0}, reclaimed{0}, replayed{0}, in_progress{0}, mismatch{0},
-        fenced{0}, finished{0}, transient{0}, in_doubt{0}, effects{0};
+    std::atomic<long> claimed{0}, reclaimed{0}, replayed{0}, in_progress{0}, mismatch{0}, fenced{0},
+        finished{0}, transient{0}, in_doubt{0}, effects{0};
     std::string summary() const {
         char b[300];
         std::snprintf(b, sizeof b,
@@ -313,9 +320,8 @@ struct Stats {
 // Optional hook called at named points of the handler (kill test: where a backend may die).
 using Hook = std::function<void(const char *point)>;
 
-const char *const CLAIM_SQL =
-    "SELECT outcome, attempt, resource_id FROM idem_claim($1, $2, "
-    "sha256(convert_to($2 || ':' || $3::text, 'UTF8')), $4::interval)";
+const char *const CLAIM_SQL = "SELECT outcome, attempt, resource_id FROM idem_claim($1, $2, "
+                              "sha256(convert_to($2 || ':' || $3::text, 'UTF8')), $4::interval)";
 const char *const PAY_SQL = "INSERT INTO payments (scope, key, payment_id, amount) "
                             "VALUES ($1, $2, 'pay_' || gen_random_uuid(), $3) RETURNING payment_id";
 const char *const COMPLETE_SQL =
@@ -333,8 +339,8 @@ inline std::string charge_once(pqxx::connection &c, Mode mode, const std::string
     if (mode == Mode::Naive || mode == Mode::Blind) { // no idempotency (--break)
         pqxx::work w(c);
         if (mode == Mode::Naive) { // look for an earlier payment, else charge
-            auto r = w.exec_params(
-                "SELECT payment_id FROM payments WHERE scope = $1 AND key = $2", scope, key);
+            auto r = w.exec_params("SELECT payment_id FROM payments WHERE scope = $1 AND key = $2",
+                                   scope, key);
             if (!r.empty())
                 return r[0][0].as<std::string>();
         }

@@ -51,9 +51,9 @@ int main(int argc, char **argv) {
                 for (int r = 0; r < rounds; r++) {
                     barrier.wait(); // all connections send round r's key at once
                     try {
-                        answers[r][t] = charge_until_answered(cl, mode, scope,
-                                                              "key-" + std::to_string(r), 100 + r,
-                                                              "30 seconds", st, 60);
+                        answers[r][t] =
+                            charge_until_answered(cl, mode, scope, "key-" + std::to_string(r),
+                                                  100 + r, "30 seconds", st, 60);
                     } catch (const std::exception &e) {
                         errors++;
                         std::lock_guard<std::mutex> g(err_m);

@@ -52,13 +52,14 @@ int pg_ctl(const std::string &args) {
         return out.empty() ? std::string("/usr/lib/postgresql/15/bin") : out;
     }();
     std::string dir = cluster_dir();
-    std::string cmd = (::geteuid() == 0 ? "runuser -u postgres -- " : "") + bindir +
-                      "/pg_ctl -D " + shell_quote(dir + "/data") + " " + args +
-                      " >/dev/null 2>&1";
+    std::string cmd = (::geteuid() == 0 ? "runuser -u postgres -- " : "") + bindir + "/pg_ctl -D " +
+                      shell_quote(dir + "/data") + " " + args + " >/dev/null 2>&1";
     return std::system(cmd.c_str());
 }
 
-void crash_server() { pg_ctl("-m immediate -w stop"); }
+void crash_server() {
+    pg_ctl("-m immediate -w stop");
+}
 int start_server() {
     return pg_ctl("-l " + shell_quote(cluster_dir() + "/server.log") + " -w -t 120 start");
 }
@@ -144,8 +145,7 @@ int main(int argc, char **argv) {
             acked_snapshot.insert(answers.begin(), answers.end());
         }
         crash_server();
-        std::printf("crash %d: immediate shutdown after %ld answers\n", k + 1,
-                    acked_before_crash);
+        std::printf("crash %d: immediate shutdown after %ld answers\n", k + 1, acked_before_crash);
         sleep_ms(500);
         if (start_server() != 0) {
             std::fprintf(stderr, "crash_test: restart failed, see %s/server.log\n",
@@ -159,11 +159,10 @@ int main(int argc, char **argv) {
             Client c(conninfo(db));
             retry([&] {
                 pqxx::nontransaction n(c.get());
-                for (auto row :
-                     n.exec_params("SELECT key, attempt FROM idempotency.records "
-                                   "WHERE scope = $1 AND status = 'processing' "
-                                   "AND updated_at < pg_postmaster_start_time()",
-                                   scope))
+                for (auto row : n.exec_params("SELECT key, attempt FROM idempotency.records "
+                                              "WHERE scope = $1 AND status = 'processing' "
+                                              "AND updated_at < pg_postmaster_start_time()",
+                                              scope))
                     orphans[row[0].as<std::string>()] = row[1].as<int>();
                 return 0;
             });
@@ -187,9 +186,9 @@ int main(int argc, char **argv) {
         Client vc(conninfo(db));
         pqxx::connection &c = *retry([&] { return &vc.get(); }, 60);
         pqxx::nontransaction n(c);
-        long keys = n.exec_params("SELECT count(*) FROM idempotency.records WHERE scope = $1",
-                                  scope)[0][0]
-                        .as<long>();
+        long keys =
+            n.exec_params("SELECT count(*) FROM idempotency.records WHERE scope = $1", scope)[0][0]
+                .as<long>();
         if (opt.broken) // no records: count the keys clients asked for
             keys = n.exec_params("SELECT count(DISTINCT key) FROM payments WHERE scope = $1",
                                  scope)[0][0]
@@ -215,8 +214,7 @@ int main(int argc, char **argv) {
         for (auto &a : answers)
             kept += paid[a.first] == a.second;
         inv.push_back({"S4 crash: answers = the key's payment", keys, (long)answers.size(), kept,
-                       kept == (long)answers.size(),
-                       "errors: " + std::to_string(errors.load())});
+                       kept == (long)answers.size(), "errors: " + std::to_string(errors.load())});
         long kept_before = 0;
         for (auto &a : acked_snapshot)
             kept_before += paid[a.first] == a.second;
@@ -227,8 +225,8 @@ int main(int argc, char **argv) {
             long unfinished = 0;
             for (auto &s : status_now)
                 unfinished += s.second != "completed";
-            inv.push_back({"S4 crash: records left unfinished", keys, 0, unfinished,
-                           unfinished == 0, ""});
+            inv.push_back(
+                {"S4 crash: records left unfinished", keys, 0, unfinished, unfinished == 0, ""});
             long reclaimed = 0;
             for (auto &o : orphans)
                 reclaimed += status_now[o.first] == "completed" && attempt_now[o.first] > o.second;

@@ -63,9 +63,9 @@ int main(int argc, char **argv) {
                         Client cl(tcp_conninfo(db, proxy.port()));
                         cl.reconnect_each = true;
                         try {
-                            answers[k][c] = charge_until_answered(
-                                cl, mode, scope, "key-" + std::to_string(k), 500 + k,
-                                "1 second", st, 90);
+                            answers[k][c] =
+                                charge_until_answered(cl, mode, scope, "key-" + std::to_string(k),
+                                                      500 + k, "1 second", st, 90);
                         } catch (const std::exception &e) {
                             errors++;
                             std::lock_guard<std::mutex> g(err_m);

@@ -162,11 +162,11 @@ int main(int argc, char **argv) {
             const std::string &p = paid["key-" + std::to_string(k)];
             same += !p.empty() && answers[k * 2] == p && answers[k * 2 + 1] == p;
         }
-        inv.push_back({label + ": both clients got the payment id", keys, keys, same,
-                       same == keys, "errors: " + std::to_string(errors.load())});
+        inv.push_back({label + ": both clients got the payment id", keys, keys, same, same == keys,
+                       "errors: " + std::to_string(errors.load())});
         if (mode != Mode::Naive)
-            inv.push_back({label + ": records left unfinished", keys, 0, processing,
-                           processing == 0, ""});
+            inv.push_back(
+                {label + ": records left unfinished", keys, 0, processing, processing == 0, ""});
         long term = 0, sk = 0;
         for (int p = 0; p < NPhases; p++)
             term += kills[0][p], sk += kills[1][p];

@@ -31,14 +31,13 @@
 namespace idemtest {
 
 struct ProxyConfig {
-    int upstream_port = 5432;  // server on 127.0.0.1
-    int latency_min_ms = 0;    // added per forwarded chunk, uniform in [min, max]
+    int upstream_port = 5432; // server on 127.0.0.1
+    int latency_min_ms = 0;   // added per forwarded chunk, uniform in [min, max]
     int latency_max_ms = 0;
     double cut_probability = 0; // share of connections that are cut
     // Shares of the cut kinds (normalized): after COMMIT, after the k-th statement, random
     // server->client byte, random client->server byte.
-    double w_after_commit = 0.4, w_after_statement = 0.2, w_server_byte = 0.2,
-           w_client_byte = 0.2;
+    double w_after_commit = 0.4, w_after_statement = 0.2, w_server_byte = 0.2, w_client_byte = 0.2;
 };
 
 class Proxy {
