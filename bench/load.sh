@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Load and cost of idem_claim (issue 6), pgbench on a throwaway cluster of its own (port 54395).
+# Load and cost of idem_claim (issue 6), pgbench on a throwaway cluster of its own (port 54395, or
+# IDEM_BENCH_PGPORT; the cluster directory /tmp/idem-pg-$PORT is removed first).
 #   bench/load.sh     env: ROUNDS=5 SECS=10 CLIENTS=8 FSYNC=on CPU_ROUNDS=5 CPU_SECS=5
 #                          MEMORY_CLAIMS=1000000 MEMORY_SCRIPT=claim_new (ROUNDS, CPU_ROUNDS or
 #                          MEMORY_CLAIMS = 0 skips that part)
@@ -26,7 +27,8 @@ MEMORY_CLAIMS=${MEMORY_CLAIMS:-1000000}
 MEMORY_SCRIPT=${MEMORY_SCRIPT:-claim_new}
 CPU_ROUNDS=${CPU_ROUNDS:-5}
 CPU_SECS=${CPU_SECS:-5}
-export IDEM_PGPORT=54395 IDEM_PGDIR=/tmp/idem-pg-54395
+export IDEM_PGPORT=${IDEM_BENCH_PGPORT:-54395}
+export IDEM_PGDIR=/tmp/idem-pg-$IDEM_PGPORT
 OUT=${OUT:-/tmp/idem-load-$$}
 mkdir -p "$OUT"
 B=bench/pgbench

@@ -7,12 +7,14 @@
 #include "guc.hpp"
 #include "lease.hpp"
 #include "args.hpp"
+#include "probe.hpp"
 #include "spi_util.hpp"
 #include "stats.hpp"
 
 extern "C" {
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "utils/snapmgr.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "utils/datum.h"
@@ -293,6 +295,53 @@ void set_out(ClaimResult *r, int i, Datum v) {
     r->nulls[i] = false;
 }
 
+// A replay of a finished record: its attempt, stored result and expiry.
+void set_replay(ClaimResult *r, int32 attempt, bool rid_null, Datum rid, bool resp_null, Datum resp,
+                bool status_null, Datum status, Datum expires) {
+    r->outcome = "replayed";
+    set_out(r, O_ATTEMPT, Int32GetDatum(attempt));
+    if (!rid_null)
+        set_out(r, O_RESOURCE_ID, rid);
+    if (!resp_null)
+        set_out(r, O_RESPONSE, resp);
+    if (!status_null)
+        set_out(r, O_STATUS, status);
+    set_out(r, O_EXPIRES, expires);
+}
+
+// Answers a claim from a direct index probe when the key's record is finished: a replay or a
+// mismatch, decided without SPI or an insert attempt. Only under READ COMMITTED: a finished,
+// live record does not change until its TTL ends, so any recent snapshot gives the right
+// answer; REPEATABLE READ / SERIALIZABLE take the SPI path for 40001 and predicate locks.
+bool answer_finished(ClaimResult *res, Datum scope, Datum key, bool fp_null, Datum fingerprint,
+                     TimestampTz now) {
+    if (IsolationUsesXactSnapshot() || !ActiveSnapshotSet())
+        return false;
+    idem::pg::ProbedRecord pr;
+    if (!idem::pg::probe_record(scope, key, &pr) || pr.status == 'p')
+        return false;
+    idem::RecordState st{pr.status == 'c' ? idem::Status::Completed : idem::Status::Failed,
+                         pr.retryable,
+                         pr.attempt,
+                         false,
+                         0,
+                         pr.expires_at};
+    bool fp_equal = bytea_equal(pr.fingerprint_null, pr.fingerprint, fp_null, fingerprint);
+    switch (idem::decide_claim(st, fp_equal, now)) {
+    case idem::ClaimDecision::Replay:
+        set_replay(res, pr.attempt, pr.resource_id_null, pr.resource_id, pr.response_null,
+                   pr.response, pr.response_status_null, Int32GetDatum(pr.response_status),
+                   TimestampTzGetDatum(pr.expires_at));
+        return true;
+    case idem::ClaimDecision::Mismatch:
+        res->outcome = "mismatch";
+        set_out(res, O_EXPIRES, TimestampTzGetDatum(pr.expires_at));
+        return true;
+    default:
+        return false; // a retryable failure or an expired record: the full path decides
+    }
+}
+
 } // namespace
 
 // idem_claim(scope, key, fingerprint, lease, ttl, wait): claims an Idempotency-Key.
@@ -314,6 +363,12 @@ IDEM_PG_FUNCTION(idem_claim) {
     res.outcome = nullptr;
     for (int i = 0; i < 7; i++)
         res.nulls[i] = true;
+
+    if (answer_finished(&res, scope, key, fp_null, fingerprint, now)) {
+        idem::stats::count_claim(res.outcome);
+        set_out(&res, O_OUTCOME, CStringGetTextDatum(res.outcome));
+        PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, res.values, res.nulls)));
+    }
 
     MemoryContext outer = CurrentMemoryContext;
     idem::pg::SavedUser su;
@@ -385,18 +440,12 @@ IDEM_PG_FUNCTION(idem_claim) {
             set_out(&res, O_EXPIRES, col(0, C_EXPIRES, &isnull));
             break;
         case idem::ClaimDecision::Replay: {
-            res.outcome = "replayed";
-            set_out(&res, O_ATTEMPT, Int32GetDatum(st.attempt));
-            Datum v = copy_col(outer, C_RESOURCE_ID, -1, false, &isnull);
-            if (!isnull)
-                set_out(&res, O_RESOURCE_ID, v);
-            v = copy_col(outer, C_RESPONSE, -1, false, &isnull);
-            if (!isnull)
-                set_out(&res, O_RESPONSE, v);
-            v = col(0, C_RESPONSE_STATUS, &isnull);
-            if (!isnull)
-                set_out(&res, O_STATUS, v);
-            set_out(&res, O_EXPIRES, col(0, C_EXPIRES, &isnull));
+            bool rid_null, resp_null, status_null;
+            Datum rid = copy_col(outer, C_RESOURCE_ID, -1, false, &rid_null);
+            Datum resp = copy_col(outer, C_RESPONSE, -1, false, &resp_null);
+            Datum status = col(0, C_RESPONSE_STATUS, &status_null);
+            set_replay(&res, st.attempt, rid_null, rid, resp_null, resp, status_null, status,
+                       col(0, C_EXPIRES, &isnull));
             break;
         }
         case idem::ClaimDecision::InProgress:
