@@ -189,3 +189,28 @@ SELECT idem_heartbeat('nope', 'k', 1);
 
 -- idem_claim is callable with named arguments
 SELECT outcome, attempt FROM idem_claim(scope => 'named', key => 'k', ttl => '1 day', lease => '10 seconds', wait => false);
+
+-- idempotency.probe_first: a finished record is answered from an index probe before any insert;
+-- every answer is the same as without it (stored results of every kind, mismatch, a replayed
+-- failure), and unfinished or absent keys still take the full path
+SHOW idempotency.probe_first;
+CREATE TEMP TABLE probe_cases (scope text, key text, fp bytea);
+INSERT INTO probe_cases VALUES
+    ('results', 'sqlnull', NULL), ('results', 'jsonnull', NULL), ('results', 'zero', NULL),
+    ('results', 'false', NULL), ('results', 'obj', NULL), ('results', 'arr', NULL),
+    ('results', 'str', NULL), ('user:1/create_payment', 'k1', '\x01'),
+    ('user:1/create_payment', 'k1', '\x02'), ('fail', 'final', NULL), ('fail', 'retry', '\x01'),
+    ('user:2/create_payment', 'k1', '\x01');
+CREATE TEMP TABLE probe_off AS
+    SELECT p.scope, p.key, p.fp, c.outcome, c.attempt, c.resource_id, c.response::text AS response,
+           c.response_status, c.expires_at
+    FROM probe_cases p, LATERAL idem_claim(p.scope, p.key, p.fp) c;
+SET idempotency.probe_first = on;
+CREATE TEMP TABLE probe_on AS
+    SELECT p.scope, p.key, p.fp, c.outcome, c.attempt, c.resource_id, c.response::text AS response,
+           c.response_status, c.expires_at
+    FROM probe_cases p, LATERAL idem_claim(p.scope, p.key, p.fp) c;
+SELECT count(*) AS differences FROM ((TABLE probe_off EXCEPT TABLE probe_on) UNION ALL (TABLE probe_on EXCEPT TABLE probe_off)) d;
+SELECT scope, key, fp, outcome, attempt, resource_id, response, response_status FROM probe_on ORDER BY 1, 2, 3;
+SELECT outcome, attempt FROM idem_claim('probe', 'new-key');
+RESET idempotency.probe_first;

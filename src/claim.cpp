@@ -309,13 +309,15 @@ void set_replay(ClaimResult *r, int32 attempt, bool rid_null, Datum rid, bool re
     set_out(r, O_EXPIRES, expires);
 }
 
-// Answers a claim from a direct index probe when the key's record is finished: a replay or a
-// mismatch, decided without SPI or an insert attempt. Only under READ COMMITTED: a finished,
+// With idempotency.probe_first, answers a claim from a direct index probe when the key's record
+// is finished: a replay or a mismatch, decided without SPI or an insert attempt. It makes
+// replays cheaper and costs every new key one more index probe, so it is off by default (a new
+// key is the usual case). Only under READ COMMITTED: a finished,
 // live record does not change until its TTL ends, so any recent snapshot gives the right
 // answer; REPEATABLE READ / SERIALIZABLE take the SPI path for 40001 and predicate locks.
 bool answer_finished(ClaimResult *res, Datum scope, Datum key, bool fp_null, Datum fingerprint,
                      TimestampTz now) {
-    if (IsolationUsesXactSnapshot() || !ActiveSnapshotSet())
+    if (!idem::guc::probe_first || IsolationUsesXactSnapshot() || !ActiveSnapshotSet())
         return false;
     idem::pg::ProbedRecord pr;
     if (!idem::pg::probe_record(scope, key, &pr) || pr.status == 'p')
