@@ -133,6 +133,14 @@ void convert_paths(PathList *pl) {
                 to_utf8(pl->paths[i].el[j], pl->paths[i].len[j], &pl->paths[i].len[j]);
 }
 
+// The exclude and include arguments (1 and 2) of idem_fingerprint, as UTF-8 paths.
+void filter_args(FunctionCallInfo fcinfo, PathList *ex, PathList *in) {
+    collect_paths(fcinfo, 1, "exclude", ex);
+    collect_paths(fcinfo, 2, "include", in);
+    convert_paths(ex);
+    convert_paths(in);
+}
+
 std::vector<idem::jcs::Path> to_core_paths(const PathList &pl) {
     std::vector<idem::jcs::Path> r;
     r.reserve(pl.n);
@@ -667,10 +675,7 @@ IDEM_PG_FUNCTION(idem_fingerprint_jsonb) {
         PG_RETURN_NULL();
     bool exact = get_exact(fcinfo, 3);
     PathList ex, in;
-    collect_paths(fcinfo, 1, "exclude", &ex);
-    collect_paths(fcinfo, 2, "include", &in);
-    convert_paths(&ex);
-    convert_paths(&in);
+    filter_args(fcinfo, &ex, &in);
     Jsonb *jb = PG_GETARG_JSONB_P(0);
     CanonBuf *b = fast_path_ok(&ex, &in) ? fast_canonical(jb, exact) : nullptr;
     if (b != nullptr) {
@@ -698,10 +703,7 @@ IDEM_PG_FUNCTION(idem_fingerprint_text) {
         PG_RETURN_NULL();
     bool exact = get_exact(fcinfo, 3);
     PathList ex, in;
-    collect_paths(fcinfo, 1, "exclude", &ex);
-    collect_paths(fcinfo, 2, "include", &in);
-    convert_paths(&ex);
-    convert_paths(&in);
+    filter_args(fcinfo, &ex, &in);
     int len;
     const char *s = text_arg_utf8(fcinfo, &len);
     idem::jcs::CanonicalWriter *w = prepare_writer(exact, &ex, &in);
