@@ -142,6 +142,13 @@ SELECT outcome, attempt FROM idem_claim('ttl', 'stuck', '\x01');
 -- an attempt that was never handed out is refused as such
 SELECT try($$SELECT idem_complete('ttl', 'stuck', 7)$$);
 
+-- the fencing token cannot wrap around: a takeover past INT32_MAX is refused and writes nothing
+SELECT outcome FROM idem_claim('exhaust', 'k');
+UPDATE idempotency.records SET attempt = 2147483647 WHERE scope = 'exhaust';
+SELECT idem_fail('exhaust', 'k', 2147483647);
+SELECT try($$SELECT idem_claim('exhaust', 'k')$$);
+SELECT status, attempt FROM idem_lookup('exhaust', 'k');
+
 -- per-call arguments override the settings
 SET idempotency.default_lease = '5s';
 SET idempotency.default_ttl = '1h';

@@ -459,9 +459,7 @@ IDEM_PG_FUNCTION(idem_claim) {
         case idem::ClaimDecision::Fresh:
         case idem::ClaimDecision::Reclaim:
         case idem::ClaimDecision::Retry: {
-            if (st.attempt == PG_INT32_MAX)
-                ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-                                errmsg("attempt counter of this key is exhausted")));
+            int32 next = idem::next_attempt(st.attempt); // 22003 at INT32_MAX
             times = idem::claim_times(now, lease_us, ttl_us);
             bool fresh = d == idem::ClaimDecision::Fresh;
             Datum take[10] = {scope,
@@ -480,7 +478,7 @@ IDEM_PG_FUNCTION(idem_claim) {
             if (exec(plan_take, take, take_nulls, false, 0) != 1)
                 continue; // the record changed since it was read: decide again
             res.outcome = idem::outcome_name(d);
-            set_out(&res, O_ATTEMPT, Int32GetDatum(st.attempt + 1));
+            set_out(&res, O_ATTEMPT, Int32GetDatum(next));
             set_out(&res, O_LEASE, TimestampTzGetDatum(times.lease_expires));
             set_out(&res, O_EXPIRES, TimestampTzGetDatum(times.expires));
             break;
@@ -496,6 +494,14 @@ IDEM_PG_FUNCTION(idem_claim) {
 }
 
 namespace {
+
+// Raised when a record kept changing under a complete/fail/heartbeat for ten rounds.
+[[noreturn]] void give_up_changing(const char *action) {
+    ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                    errmsg("could not %s: the record kept changing concurrently", action),
+                    errhint("Retry the transaction.")));
+    pg_unreachable();
+}
 
 // Why a complete/fail/heartbeat of (scope, key, attempt) matched no processing row: raises
 // the documented error, returns true when the call repeats what is already stored (a no-op),
@@ -590,7 +596,9 @@ Datum finish(FunctionCallInfo fcinfo, const char *target_status, bool retryable,
         ' ', ' ', ' ', ' ', ' ', rid_null ? 'n' : ' ', resp_null ? 'n' : ' ', st_null ? 'n' : ' ',
         ' '};
     bool stored = false;
-    for (int round = 0; round < 10; round++) {
+    for (int round = 0;; round++) {
+        if (round == 10)
+            give_up_changing(action);
         stored = exec(plan_finish, v, n, false, 0) == 1;
         Datum keyv[2] = {scope, key};
         if (stored || explain_refusal(keyv, attempt, action, true, target_status, retryable,
@@ -630,7 +638,9 @@ IDEM_PG_FUNCTION(idem_heartbeat) {
     saved_plan(&plan_heartbeat, SQL_HEARTBEAT, 5, HEARTBEAT_TYPES);
     Datum v[5] = {scope, key, Int32GetDatum(attempt), TimestampTzGetDatum(now),
                   TimestampTzGetDatum(times.lease_expires)};
-    for (int round = 0; round < 10 && exec(plan_heartbeat, v, nullptr, false, 0) != 1; round++) {
+    for (int round = 0; exec(plan_heartbeat, v, nullptr, false, 0) != 1; round++) {
+        if (round == 9)
+            give_up_changing("extend the lease");
         Datum keyv[2] = {scope, key};
         explain_refusal(keyv, attempt, "extend", false, nullptr, false, true, 0, true, 0, true, 0);
     }
