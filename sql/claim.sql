@@ -197,10 +197,10 @@ SELECT idem_heartbeat('nope', 'k', 1);
 -- idem_claim is callable with named arguments
 SELECT outcome, attempt FROM idem_claim(scope => 'named', key => 'k', ttl => '1 day', lease => '10 seconds', wait => false);
 
--- idempotency.probe_first: a finished record is answered from an index probe before any insert;
--- every answer is the same as without it (stored results of every kind, mismatch, a replayed
--- failure), and unfinished or absent keys still take the full path
-SHOW idempotency.probe_first;
+-- idempotency.direct_access: idem_claim inserts and reads records through the table and index
+-- access methods (on, the default) or by SQL statements (off); every answer is the same both ways
+-- (stored results of every kind, mismatch, a replayed failure)
+SHOW idempotency.direct_access;
 CREATE TEMP TABLE probe_cases (scope text, key text, fp bytea);
 INSERT INTO probe_cases VALUES
     ('results', 'sqlnull', NULL), ('results', 'jsonnull', NULL), ('results', 'zero', NULL),
@@ -208,16 +208,38 @@ INSERT INTO probe_cases VALUES
     ('results', 'str', NULL), ('user:1/create_payment', 'k1', '\x01'),
     ('user:1/create_payment', 'k1', '\x02'), ('fail', 'final', NULL), ('fail', 'retry', '\x01'),
     ('user:2/create_payment', 'k1', '\x01');
-CREATE TEMP TABLE probe_off AS
+SET idempotency.direct_access = off;
+CREATE TEMP TABLE via_sql AS
     SELECT p.scope, p.key, p.fp, c.outcome, c.attempt, c.resource_id, c.response::text AS response,
            c.response_status, c.expires_at
     FROM probe_cases p, LATERAL idem_claim(p.scope, p.key, p.fp) c;
-SET idempotency.probe_first = on;
-CREATE TEMP TABLE probe_on AS
+RESET idempotency.direct_access;
+CREATE TEMP TABLE via_direct AS
     SELECT p.scope, p.key, p.fp, c.outcome, c.attempt, c.resource_id, c.response::text AS response,
            c.response_status, c.expires_at
     FROM probe_cases p, LATERAL idem_claim(p.scope, p.key, p.fp) c;
-SELECT count(*) AS differences FROM ((TABLE probe_off EXCEPT TABLE probe_on) UNION ALL (TABLE probe_on EXCEPT TABLE probe_off)) d;
-SELECT scope, key, fp, outcome, attempt, resource_id, response, response_status FROM probe_on ORDER BY 1, 2, 3;
-SELECT outcome, attempt FROM idem_claim('probe', 'new-key');
-RESET idempotency.probe_first;
+SELECT count(*) AS differences FROM ((TABLE via_sql EXCEPT TABLE via_direct) UNION ALL (TABLE via_direct EXCEPT TABLE via_sql)) d;
+SELECT scope, key, fp, outcome, attempt, resource_id, response, response_status FROM via_direct ORDER BY 1, 2, 3;
+-- a new key claimed twice in one statement: the second call sees the first one's row, both ways
+SET idempotency.direct_access = off;
+SELECT v.i, c.outcome, c.attempt FROM (VALUES (1), (2)) v(i), LATERAL idem_claim('twice', 'via-sql' || left(v.i::text, 0)) c ORDER BY v.i;
+RESET idempotency.direct_access;
+SELECT v.i, c.outcome, c.attempt FROM (VALUES (1), (2)) v(i), LATERAL idem_claim('twice', 'direct' || left(v.i::text, 0)) c ORDER BY v.i;
+SELECT key, status, attempt FROM idempotency.records WHERE scope = 'twice' ORDER BY key;
+-- a claim in a read-only transaction is refused (25006) and writes nothing
+BEGIN READ ONLY;
+SELECT * FROM try($$SELECT outcome FROM idem_claim('readonly', 'k')$$);
+ROLLBACK;
+SELECT count(*) AS readonly_rows FROM idempotency.records WHERE scope = 'readonly';
+-- a trigger on the records table (not supported, but not ignored either): claims fall back to
+-- SQL statements, so the trigger sees every insert
+CREATE FUNCTION pg_temp.saw_insert() RETURNS trigger LANGUAGE plpgsql AS
+    $$BEGIN RAISE NOTICE 'trigger saw %/%', NEW.scope, NEW.key; RETURN NEW; END$$;
+CREATE TRIGGER saw_insert BEFORE INSERT ON idempotency.records
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.saw_insert();
+SET client_min_messages = notice;
+SELECT outcome, attempt FROM idem_claim('trigger', 'k');
+SELECT outcome, attempt FROM idem_claim('trigger', 'k');
+DROP TRIGGER saw_insert ON idempotency.records;
+SELECT outcome, attempt FROM idem_claim('trigger', 'k2');
+SET client_min_messages = warning;

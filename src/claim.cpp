@@ -1,13 +1,15 @@
 // Idempotency-Key records: idem_claim, idem_complete, idem_fail, idem_heartbeat, idem_lookup.
 //
-// The usual claim (a key not seen before) is one saved INSERT ... ON CONFLICT DO NOTHING: one
-// index probe and one insert. Only when the key exists does the claim lock the row and decide
-// (core/lease.hpp) between replay, in_progress, mismatch and a compare-and-set takeover.
+// The usual claim (a key not seen before) is one INSERT ... ON CONFLICT DO NOTHING: one index
+// probe and one insert, done directly through the access methods (src/direct.cpp) or, with
+// idempotency.direct_access off, by a saved SPI plan. Only when the key exists does the claim
+// read the record and decide (core/lease.hpp) between replay, in_progress, mismatch and a
+// compare-and-set takeover, which is a saved SPI UPDATE.
 #include "pg_cpp.hpp"
 #include "guc.hpp"
 #include "lease.hpp"
 #include "args.hpp"
-#include "probe.hpp"
+#include "direct.hpp"
 #include "spi_util.hpp"
 #include "stats.hpp"
 
@@ -309,38 +311,50 @@ void set_replay(ClaimResult *r, int32 attempt, bool rid_null, Datum rid, bool re
     set_out(r, O_EXPIRES, expires);
 }
 
-// With idempotency.probe_first, answers a claim from a direct index probe when the key's record
-// is finished: a replay or a mismatch, decided without SPI or an insert attempt. It makes
-// replays cheaper and costs every new key one more index probe, so it is off by default (a new
-// key is the usual case). Only under READ COMMITTED: a finished,
-// live record does not change until its TTL ends, so any recent snapshot gives the right
-// answer; REPEATABLE READ / SERIALIZABLE take the SPI path for 40001 and predicate locks.
-bool answer_finished(ClaimResult *res, Datum scope, Datum key, bool fp_null, Datum fingerprint,
-                     TimestampTz now) {
-    if (!idem::guc::probe_first || IsolationUsesXactSnapshot() || !ActiveSnapshotSet())
-        return false;
-    idem::pg::ProbedRecord pr;
-    if (!idem::pg::probe_record(scope, key, &pr) || pr.status == 'p')
-        return false;
-    idem::RecordState st{pr.status == 'c' ? idem::Status::Completed : idem::Status::Failed,
-                         pr.retryable,
-                         pr.attempt,
-                         false,
-                         0,
-                         pr.expires_at};
-    bool fp_equal = bytea_equal(pr.fingerprint_null, pr.fingerprint, fp_null, fingerprint);
-    switch (idem::decide_claim(st, fp_equal, now)) {
-    case idem::ClaimDecision::Replay:
-        set_replay(res, pr.attempt, pr.resource_id_null, pr.resource_id, pr.response_null,
-                   pr.response, pr.response_status_null, Int32GetDatum(pr.response_status),
-                   TimestampTzGetDatum(pr.expires_at));
-        return true;
-    case idem::ClaimDecision::Mismatch:
-        res->outcome = "mismatch";
-        set_out(res, O_EXPIRES, TimestampTzGetDatum(pr.expires_at));
-        return true;
-    default:
-        return false; // a retryable failure or an expired record: the full path decides
+// The record row at index 0 of the SPI result (RECORD_COLUMNS), with its varlena values copied
+// into cxt.
+void read_spi_record(MemoryContext cxt, idem::pg::StoredRecord *out) {
+    bool isnull;
+    idem::RecordState st = read_state();
+    out->status = st.status == idem::Status::Processing  ? 'p'
+                  : st.status == idem::Status::Completed ? 'c'
+                                                         : 'f';
+    out->retryable = st.retryable;
+    out->attempt = st.attempt;
+    out->fingerprint = copy_col(cxt, C_FINGERPRINT, -1, false, &out->fingerprint_null);
+    out->resource_id = copy_col(cxt, C_RESOURCE_ID, -1, false, &out->resource_id_null);
+    out->response = copy_col(cxt, C_RESPONSE, -1, false, &out->response_null);
+    out->response_status = DatumGetInt32(col(0, C_RESPONSE_STATUS, &out->response_status_null));
+    out->lease_null = !st.has_lease;
+    out->lease_expires_at = st.lease_expires;
+    out->expires_at = DatumGetTimestampTz(col(0, C_EXPIRES, &isnull));
+}
+
+// The core's view of a stored record.
+idem::RecordState record_state(const idem::pg::StoredRecord &rec) {
+    idem::RecordState st{};
+    st.status = rec.status == 'p'   ? idem::Status::Processing
+                : rec.status == 'c' ? idem::Status::Completed
+                                    : idem::Status::Failed;
+    st.retryable = rec.retryable;
+    st.attempt = rec.attempt;
+    st.has_lease = !rec.lease_null;
+    st.lease_expires = rec.lease_null ? 0 : rec.lease_expires_at;
+    st.expires = rec.expires_at;
+    return st;
+}
+
+// SPI as the extension owner, entered on first use within one call (a new key through the
+// direct path never needs it).
+struct LazySpi {
+    bool entered;
+    idem::pg::SavedUser user;
+};
+
+void need_spi(LazySpi *spi) {
+    if (!spi->entered) {
+        idem::pg::enter(&spi->user);
+        spi->entered = true;
     }
 }
 
@@ -366,20 +380,11 @@ IDEM_PG_FUNCTION(idem_claim) {
     for (int i = 0; i < 7; i++)
         res.nulls[i] = true;
 
-    if (answer_finished(&res, scope, key, fp_null, fingerprint, now)) {
-        idem::stats::count_claim(res.outcome);
-        set_out(&res, O_OUTCOME, CStringGetTextDatum(res.outcome));
-        PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, res.values, res.nulls)));
-    }
-
     MemoryContext outer = CurrentMemoryContext;
-    idem::pg::SavedUser su;
-    idem::pg::enter(&su);
-    saved_plan(&plan_insert, SQL_INSERT, 6, INSERT_TYPES);
+    LazySpi spi{false, {}};
     bool snapshot_xact = IsolationUsesXactSnapshot();
-    SPIPlanPtr get = snapshot_xact ? saved_plan(&plan_get_share, SQL_GET_SHARE, 2, KEY_TYPES)
-                                   : saved_plan(&plan_get, SQL_GET, 2, KEY_TYPES);
-
+    // wait => false keeps the SPI insert: it needs a subtransaction with a lock timeout.
+    bool direct = wait && idem::guc::direct_access;
     Datum keyv[2] = {scope, key};
     for (int round = 0; res.outcome == nullptr; round++) {
         if (round == 10)
@@ -391,23 +396,54 @@ IDEM_PG_FUNCTION(idem_claim) {
             now = GetCurrentTimestamp();
             times = idem::claim_times(now, lease_us, ttl_us);
         }
-        Datum ins[6] = {scope,
-                        key,
-                        fingerprint,
-                        TimestampTzGetDatum(now),
-                        TimestampTzGetDatum(times.lease_expires),
-                        TimestampTzGetDatum(times.expires)};
-        char ins_nulls[6] = {' ', ' ', fp_null ? 'n' : ' ', ' ', ' ', ' '};
-        bool busy = false;
-        uint64 n = wait ? exec(plan_insert, ins, ins_nulls, false, 0)
-                        : insert_nowait(ins, ins_nulls, &busy);
-        if (n == 1) {
+        bool inserted = false, busy = false, have_record = false;
+        idem::pg::StoredRecord rec;
+        if (direct) {
+            idem::pg::NewRecord nr{
+                scope, key, fp_null, fingerprint, now, times.lease_expires, times.expires};
+            ItemPointerData conflict;
+            switch (idem::pg::insert_new(nr, &conflict)) {
+            case idem::pg::InsertResult::Inserted:
+                inserted = true;
+                break;
+            case idem::pg::InsertResult::Exists:
+                // READ COMMITTED: the insert has waited for any transaction that was inserting
+                // or changing the record, so a new snapshot sees its latest committed state.
+                // REPEATABLE READ / SERIALIZABLE decide through SQL below (40001 when the
+                // record is newer than the transaction's snapshot, FOR KEY SHARE).
+                if (!snapshot_xact) {
+                    if (!idem::pg::fetch_record(&conflict, GetTransactionSnapshot(), outer, &rec))
+                        continue; // changed or deleted since: insert again
+                    have_record = true;
+                }
+                break;
+            case idem::pg::InsertResult::Unusable:
+                direct = false;
+                break;
+            }
+        }
+        if (!inserted && !have_record) {
+            need_spi(&spi);
+            saved_plan(&plan_insert, SQL_INSERT, 6, INSERT_TYPES);
+            Datum ins[6] = {scope,
+                            key,
+                            fingerprint,
+                            TimestampTzGetDatum(now),
+                            TimestampTzGetDatum(times.lease_expires),
+                            TimestampTzGetDatum(times.expires)};
+            char ins_nulls[6] = {' ', ' ', fp_null ? 'n' : ' ', ' ', ' ', ' '};
+            uint64 n = wait ? exec(plan_insert, ins, ins_nulls, false, 0)
+                            : insert_nowait(ins, ins_nulls, &busy);
+            inserted = n == 1;
+        }
+        if (inserted) {
             // The insert may have waited for a transaction holding the same key that then
             // rolled back: the lease starts when the caller gets the key, not when it asked.
             TimestampTz after = GetCurrentTimestamp();
             if (after - now > Min(RESTAMP_AFTER_USEC, lease_us / 10)) {
                 now = after;
                 times = idem::claim_times(now, lease_us, ttl_us);
+                need_spi(&spi);
                 saved_plan(&plan_restamp, SQL_RESTAMP, 5, RESTAMP_TYPES);
                 Datum rs[5] = {scope, key, TimestampTzGetDatum(now),
                                TimestampTzGetDatum(times.lease_expires),
@@ -424,37 +460,36 @@ IDEM_PG_FUNCTION(idem_claim) {
             res.outcome = "in_progress";
             break;
         }
+        if (!have_record) {
+            // The key exists, and the insert has waited for any transaction that was inserting
+            // or changing its record: this read sees the latest committed state.
+            SPIPlanPtr get = snapshot_xact
+                                 ? saved_plan(&plan_get_share, SQL_GET_SHARE, 2, KEY_TYPES)
+                                 : saved_plan(&plan_get, SQL_GET, 2, KEY_TYPES);
+            if (exec(get, keyv, nullptr, false, 1) == 0)
+                continue; // deleted (purged) since the insert saw it: insert again
+            read_spi_record(outer, &rec);
+        }
 
-        // The key exists, and the insert has waited for any transaction that was inserting or
-        // changing its record: this read sees the latest committed state.
-        if (exec(get, keyv, nullptr, false, 1) == 0)
-            continue; // deleted (purged) since the insert saw it: insert again
         now = GetCurrentTimestamp();
-        idem::RecordState st = read_state();
-        bool stored_fp_null;
-        Datum stored_fp = col(0, C_FINGERPRINT, &stored_fp_null);
-        bool fp_equal = bytea_equal(stored_fp_null, stored_fp, fp_null, fingerprint);
+        idem::RecordState st = record_state(rec);
+        bool fp_equal = bytea_equal(rec.fingerprint_null, rec.fingerprint, fp_null, fingerprint);
         idem::ClaimDecision d = idem::decide_claim(st, fp_equal, now);
-        bool isnull;
         switch (d) {
         case idem::ClaimDecision::Mismatch:
             res.outcome = "mismatch";
-            set_out(&res, O_EXPIRES, col(0, C_EXPIRES, &isnull));
+            set_out(&res, O_EXPIRES, TimestampTzGetDatum(rec.expires_at));
             break;
-        case idem::ClaimDecision::Replay: {
-            bool rid_null, resp_null, status_null;
-            Datum rid = copy_col(outer, C_RESOURCE_ID, -1, false, &rid_null);
-            Datum resp = copy_col(outer, C_RESPONSE, -1, false, &resp_null);
-            Datum status = col(0, C_RESPONSE_STATUS, &status_null);
-            set_replay(&res, st.attempt, rid_null, rid, resp_null, resp, status_null, status,
-                       col(0, C_EXPIRES, &isnull));
+        case idem::ClaimDecision::Replay:
+            set_replay(&res, rec.attempt, rec.resource_id_null, rec.resource_id, rec.response_null,
+                       rec.response, rec.response_status_null, Int32GetDatum(rec.response_status),
+                       TimestampTzGetDatum(rec.expires_at));
             break;
-        }
         case idem::ClaimDecision::InProgress:
             res.outcome = "in_progress";
             set_out(&res, O_ATTEMPT, Int32GetDatum(st.attempt));
             set_out(&res, O_LEASE, TimestampTzGetDatum(st.lease_expires));
-            set_out(&res, O_EXPIRES, col(0, C_EXPIRES, &isnull));
+            set_out(&res, O_EXPIRES, TimestampTzGetDatum(rec.expires_at));
             break;
         case idem::ClaimDecision::Fresh:
         case idem::ClaimDecision::Reclaim:
@@ -462,6 +497,7 @@ IDEM_PG_FUNCTION(idem_claim) {
             int32 next = idem::next_attempt(st.attempt); // 22003 at INT32_MAX
             times = idem::claim_times(now, lease_us, ttl_us);
             bool fresh = d == idem::ClaimDecision::Fresh;
+            need_spi(&spi);
             Datum take[10] = {scope,
                               key,
                               Int32GetDatum(st.attempt),
@@ -485,7 +521,8 @@ IDEM_PG_FUNCTION(idem_claim) {
         }
         }
     }
-    idem::pg::leave(&su);
+    if (spi.entered)
+        idem::pg::leave(&spi.user);
     idem::stats::count_claim(res.outcome);
 
     set_out(&res, O_OUTCOME, CStringGetTextDatum(res.outcome));

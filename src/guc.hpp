@@ -7,5 +7,5 @@ extern int default_ttl_s;       // idempotency.default_ttl, seconds
 extern int inbox_ttl_s;         // idempotency.inbox_ttl, seconds
 extern int inbox_lease_s;       // idempotency.inbox_lease, seconds
 extern int webhook_tolerance_s; // idempotency.webhook_tolerance, seconds
-extern bool probe_first;        // idempotency.probe_first
+extern bool direct_access;      // idempotency.direct_access
 } // namespace idem::guc

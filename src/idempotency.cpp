@@ -20,7 +20,7 @@ int default_ttl_s = 24 * 3600;
 int inbox_ttl_s = 7 * 24 * 3600;
 int inbox_lease_s = 60;
 int webhook_tolerance_s = 300;
-bool probe_first = false;
+bool direct_access = true;
 } // namespace idem::guc
 
 // Defines the settings; called once per backend when the library is loaded.
@@ -50,11 +50,12 @@ void _PG_init(void) {
                             "and the server clock, in both directions.",
                             nullptr, &webhook_tolerance_s, 300, 0, INT_MAX, PGC_USERSET, GUC_UNIT_S,
                             nullptr, nullptr, nullptr);
-    DefineCustomBoolVariable("idempotency.probe_first",
-                             "Lets idem_claim look a key up before it tries to insert it.",
-                             "Makes replays of finished records cheaper and costs every new key "
-                             "one more index probe: turn on for retry-heavy workloads.",
-                             &probe_first, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+    DefineCustomBoolVariable(
+        "idempotency.direct_access",
+        "Lets idem_claim insert and read records through the table and index access methods.",
+        "Off: the same INSERT ... ON CONFLICT DO NOTHING and SELECT run as SQL statements "
+        "(slower, same results).",
+        &direct_access, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
     MarkGUCPrefixReserved("idempotency");
     idem::stats::init(); // shared-memory counters, only under shared_preload_libraries
 }

@@ -1,0 +1,233 @@
+// Direct access to idempotency.records (see direct.hpp).
+#include "direct.hpp"
+
+extern "C" {
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "executor/executor.h"
+#include "nodes/makefuncs.h"
+#include "storage/lmgr.h"
+#include "tcop/utility.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+}
+
+namespace idem::pg {
+namespace {
+
+// The columns of idempotency.records, in the order of the names below.
+enum Column {
+    A_SCOPE,
+    A_KEY,
+    A_STATUS,
+    A_RETRYABLE,
+    A_FINGERPRINT,
+    A_ATTEMPT,
+    A_RESOURCE_ID,
+    A_RESPONSE,
+    A_RESPONSE_STATUS,
+    A_CREATED,
+    A_UPDATED,
+    A_LEASE_EXPIRES,
+    A_EXPIRES,
+    A_COUNT
+};
+const char *const COLUMN_NAMES[A_COUNT] = {
+    "scope",       "key",      "status",          "retryable",  "fingerprint", "attempt",
+    "resource_id", "response", "response_status", "created_at", "updated_at",  "lease_expires_at",
+    "expires_at"};
+
+// The table, its primary key and the column numbers, resolved once per backend and forgotten
+// when the relcache says the table changed (e.g. DROP/CREATE EXTENSION, ALTER TABLE).
+struct RecordsRel {
+    Oid relid, pkey;
+    AttrNumber att[A_COUNT];
+};
+RecordsRel rel_cache;
+bool callback_registered = false;
+
+// Forgets the cached relation when it (or everything) is invalidated.
+void relcache_changed(Datum, Oid relid) {
+    if (relid == InvalidOid || relid == rel_cache.relid || relid == rel_cache.pkey)
+        rel_cache.relid = InvalidOid;
+}
+
+// Resolves idempotency.records, its primary key and its columns.
+const RecordsRel &records() {
+    if (OidIsValid(rel_cache.relid))
+        return rel_cache;
+    if (!callback_registered) {
+        CacheRegisterRelcacheCallback(relcache_changed, (Datum)0);
+        callback_registered = true;
+    }
+    Oid nsp = get_namespace_oid("idempotency", true);
+    if (!OidIsValid(nsp))
+        ereport(ERROR,
+                (errcode(ERRCODE_UNDEFINED_SCHEMA), errmsg("schema \"idempotency\" does not exist"),
+                 errhint("Run CREATE EXTENSION idempotency in this database.")));
+    Oid relid = get_relname_relid("records", nsp);
+    if (!OidIsValid(relid))
+        elog(ERROR, "table idempotency.records is missing");
+    Relation rel = table_open(relid, AccessShareLock);
+    Oid pkey = RelationGetPrimaryKeyIndex(rel);
+    table_close(rel, NoLock);
+    if (!OidIsValid(pkey))
+        elog(ERROR, "table idempotency.records has no primary key");
+    RecordsRel r;
+    r.relid = relid;
+    r.pkey = pkey;
+    for (int i = 0; i < A_COUNT; i++) {
+        r.att[i] = get_attnum(relid, COLUMN_NAMES[i]);
+        if (r.att[i] == InvalidAttrNumber)
+            elog(ERROR, "column \"%s\" of idempotency.records is missing", COLUMN_NAMES[i]);
+    }
+    rel_cache = r;
+    return rel_cache;
+}
+
+// True when a row built from the known columns alone is the whole row, and nothing (trigger,
+// rule, row security, generated column) would act on an INSERT statement that this module
+// would skip.
+bool plain_table(Relation rel) {
+    TupleDesc desc = RelationGetDescr(rel);
+    if (rel->rd_rel->relkind != RELKIND_RELATION || rel->trigdesc != nullptr ||
+        rel->rd_rel->relhasrules || rel->rd_rel->relrowsecurity || desc->natts != A_COUNT ||
+        (desc->constr != nullptr && desc->constr->has_generated_stored))
+        return false;
+    for (int i = 0; i < desc->natts; i++)
+        if (TupleDescAttr(desc, i)->attisdropped)
+            return false;
+    return true;
+}
+
+// A varlena column of the slot, copied into cxt.
+Datum copied(TupleTableSlot *slot, AttrNumber att, MemoryContext cxt, bool *isnull) {
+    Datum d = slot_getattr(slot, att, isnull);
+    if (*isnull)
+        return (Datum)0;
+    MemoryContext old = MemoryContextSwitchTo(cxt);
+    d = datumCopy(d, false, -1);
+    MemoryContextSwitchTo(old);
+    return d;
+}
+
+// The executor's index insertion (its signature grew a parameter in PostgreSQL 16).
+List *insert_index_entries(ResultRelInfo *rri, TupleTableSlot *slot, EState *estate,
+                           bool *spec_conflict, List *arbiters) {
+#if PG_VERSION_NUM >= 160000
+    return ExecInsertIndexTuples(rri, slot, estate, false, true, spec_conflict, arbiters, false);
+#else
+    return ExecInsertIndexTuples(rri, slot, estate, false, true, spec_conflict, arbiters);
+#endif
+}
+
+} // namespace
+
+// The speculative insertion of nodeModifyTable.c's ExecInsert for ON CONFLICT DO NOTHING:
+// check the arbiter index (waiting for in-progress transactions), insert the heap tuple with a
+// speculative token, insert its index entries, and confirm it, or kill it and start over when
+// a concurrent insert of the same key won the race in between.
+InsertResult insert_new(const NewRecord &rec, ItemPointer conflict) {
+    PreventCommandIfReadOnly("idem_claim");
+    PreventCommandIfParallelMode("idem_claim");
+    PreventCommandDuringRecovery("idem_claim");
+    const RecordsRel &r = records();
+    Relation rel = table_open(r.relid, RowExclusiveLock);
+    if (!plain_table(rel)) {
+        table_close(rel, NoLock);
+        return InsertResult::Unusable;
+    }
+    EState *estate = CreateExecutorState();
+    MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
+    ResultRelInfo *rri = makeNode(ResultRelInfo);
+    InitResultRelInfo(rri, rel, 1, nullptr, 0);
+    ExecOpenIndices(rri, true);
+    TupleTableSlot *slot = table_slot_create(rel, nullptr);
+    ExecClearTuple(slot);
+    Datum *v = slot->tts_values;
+    bool *n = slot->tts_isnull;
+    for (int i = 0; i < A_COUNT; i++)
+        n[i] = true;
+    auto set = [&](Column c, Datum d) {
+        v[r.att[c] - 1] = d;
+        n[r.att[c] - 1] = false;
+    };
+    set(A_SCOPE, rec.scope);
+    set(A_KEY, rec.key);
+    set(A_STATUS, CStringGetTextDatum("processing"));
+    set(A_RETRYABLE, BoolGetDatum(false));
+    if (!rec.fingerprint_null)
+        set(A_FINGERPRINT, rec.fingerprint);
+    set(A_ATTEMPT, Int32GetDatum(1));
+    set(A_CREATED, TimestampTzGetDatum(rec.now));
+    set(A_UPDATED, TimestampTzGetDatum(rec.now));
+    set(A_LEASE_EXPIRES, TimestampTzGetDatum(rec.lease_expires_at));
+    set(A_EXPIRES, TimestampTzGetDatum(rec.expires_at));
+    ExecStoreVirtualTuple(slot);
+
+    estate->es_output_cid = GetCurrentCommandId(true);
+    List *arbiters = list_make1_oid(r.pkey);
+    InsertResult result;
+    for (;;) {
+        if (!ExecCheckIndexConstraints(rri, slot, estate, conflict, arbiters)) {
+            result = InsertResult::Exists;
+            break;
+        }
+        uint32 token = SpeculativeInsertionLockAcquire(GetCurrentTransactionId());
+        table_tuple_insert_speculative(rel, slot, estate->es_output_cid, 0, nullptr, token);
+        bool spec_conflict = false;
+        List *recheck = insert_index_entries(rri, slot, estate, &spec_conflict, arbiters);
+        table_tuple_complete_speculative(rel, slot, token, !spec_conflict);
+        SpeculativeInsertionLockRelease(GetCurrentTransactionId());
+        list_free(recheck);
+        if (!spec_conflict) {
+            result = InsertResult::Inserted;
+            break;
+        }
+    }
+    ExecDropSingleTupleTableSlot(slot);
+    ExecCloseIndices(rri);
+    MemoryContextSwitchTo(old);
+    FreeExecutorState(estate);
+    table_close(rel, NoLock);
+    // Later reads in this statement (another idem_claim of the same key) must see the row, as
+    // they would after an SPI INSERT.
+    if (result == InsertResult::Inserted)
+        CommandCounterIncrement();
+    return result;
+}
+
+// Fetch of one record version by TID under snapshot.
+bool fetch_record(ItemPointer tid, Snapshot snapshot, MemoryContext cxt, StoredRecord *out) {
+    const RecordsRel &r = records();
+    Relation rel = table_open(r.relid, AccessShareLock);
+    TupleTableSlot *slot = table_slot_create(rel, nullptr);
+    bool found = table_tuple_fetch_row_version(rel, tid, snapshot, slot);
+    if (found) {
+        bool isnull;
+        text *status = DatumGetTextPP(slot_getattr(slot, r.att[A_STATUS], &isnull));
+        out->status = *VARDATA_ANY(status);
+        out->retryable = DatumGetBool(slot_getattr(slot, r.att[A_RETRYABLE], &isnull));
+        out->attempt = DatumGetInt32(slot_getattr(slot, r.att[A_ATTEMPT], &isnull));
+        out->fingerprint = copied(slot, r.att[A_FINGERPRINT], cxt, &out->fingerprint_null);
+        out->resource_id = copied(slot, r.att[A_RESOURCE_ID], cxt, &out->resource_id_null);
+        out->response = copied(slot, r.att[A_RESPONSE], cxt, &out->response_null);
+        out->response_status =
+            DatumGetInt32(slot_getattr(slot, r.att[A_RESPONSE_STATUS], &out->response_status_null));
+        out->lease_expires_at =
+            DatumGetTimestampTz(slot_getattr(slot, r.att[A_LEASE_EXPIRES], &out->lease_null));
+        out->expires_at = DatumGetTimestampTz(slot_getattr(slot, r.att[A_EXPIRES], &isnull));
+    }
+    ExecDropSingleTupleTableSlot(slot);
+    table_close(rel, NoLock);
+    return found;
+}
+
+} // namespace idem::pg

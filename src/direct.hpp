@@ -1,0 +1,51 @@
+// Direct access to idempotency.records through the table and index access methods, without SPI
+// or a plan: the claim's insert of a new key (INSERT ... ON CONFLICT DO NOTHING, by the same
+// speculative-insertion protocol as the executor's ExecInsert) and the read of an existing
+// record. idem_claim uses it under idempotency.direct_access (on by default); everything else,
+// and every path that changes an existing record, goes through saved SPI plans.
+#pragma once
+
+#include "pg_cpp.hpp"
+
+extern "C" {
+#include "datatype/timestamp.h"
+#include "storage/itemptr.h"
+#include "utils/snapshot.h"
+}
+
+namespace idem::pg {
+
+// A record as the claim decides on it; varlena values are copies in a given memory context.
+struct StoredRecord {
+    char status; // 'p' processing, 'c' completed, 'f' failed
+    bool retryable;
+    int32 attempt;
+    bool fingerprint_null, resource_id_null, response_null, response_status_null, lease_null;
+    Datum fingerprint, resource_id, response;
+    int32 response_status;
+    TimestampTz lease_expires_at, expires_at;
+};
+
+// The row a new claim inserts: status processing, attempt 1, no result.
+struct NewRecord {
+    Datum scope, key;
+    bool fingerprint_null;
+    Datum fingerprint;
+    TimestampTz now, lease_expires_at, expires_at;
+};
+
+enum class InsertResult {
+    Inserted, // the row is written (and the command counter advanced)
+    Exists,   // the key has a record; *conflict is its latest version
+    Unusable  // the table has triggers, rules, row security or another shape: use SQL instead
+};
+
+// INSERT ... ON CONFLICT (scope, key) DO NOTHING of rec. Like the statement, it waits for a
+// transaction that is inserting or changing the key's record and then decides on the committed
+// outcome. Raises 25006 in a read-only transaction or during recovery.
+InsertResult insert_new(const NewRecord &rec, ItemPointer conflict);
+
+// Reads the record version at tid when snapshot sees it, copying its values into cxt.
+bool fetch_record(ItemPointer tid, Snapshot snapshot, MemoryContext cxt, StoredRecord *out);
+
+} // namespace idem::pg
