@@ -27,6 +27,11 @@ SELECT idem_complete('up/a', 'done', 1, 'r1', '{"id": 1}', 201);
 SELECT outcome, attempt FROM idem_claim('up/a', 'failed', '\x02');
 SELECT idem_fail('up/a', 'failed', 1, false, '{"error": "declined"}', 402);
 SELECT outcome, attempt FROM idem_claim('up/b', 'open', '\x03', '1 hour');
+-- a role granted idem_claim under 0.1 keeps it through the update, which recreates idem_claim
+DROP ROLE IF EXISTS idem_upgrade_app;
+CREATE ROLE idem_upgrade_app;
+GRANT EXECUTE ON FUNCTION idem_claim(text, text, bytea, interval, interval, boolean) TO idem_upgrade_app;
+SELECT pg_get_function_result('idem_claim(text,text,bytea,interval,interval,boolean)'::regprocedure) AS claim_returns_01;
 CREATE TABLE before_update AS
     SELECT scope, key, status, fingerprint, attempt, resource_id, response, response_status,
            created_at, updated_at, lease_expires_at, expires_at
@@ -66,6 +71,13 @@ SELECT pg_sleep(0.05);
 SELECT scope, processing, stuck, expired FROM idem_stats WHERE scope = 'up/stuck';
 SELECT scope, key FROM idem_stuck() WHERE scope = 'up/stuck';
 SELECT count(*) AS counters FROM idem_counters();
+-- 0.2's idem_claim returns the row type idem_claim_result (same columns), keeps its comment and
+-- the grant made under 0.1
+SELECT pg_get_function_result('idem_claim(text,text,bytea,interval,interval,boolean)'::regprocedure) AS claim_returns_02,
+       obj_description('idem_claim(text,text,bytea,interval,interval,boolean)'::regprocedure, 'pg_proc') IS NOT NULL AS has_comment,
+       has_function_privilege('idem_upgrade_app', 'idem_claim(text,text,bytea,interval,interval,boolean)', 'EXECUTE') AS app_keeps_claim;
+SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
+WHERE attrelid = 'idem_claim_result'::regclass AND attnum > 0 ORDER BY attnum;
 -- 0.2 took EXECUTE on stateful functions away from PUBLIC; pure functions stay PUBLIC
 SELECT has_function_privilege('public', 'idem_claim(text,text,bytea,interval,interval,boolean)', 'EXECUTE') AS public_claim,
        has_function_privilege('public', 'idem_fingerprint(text,text[],text[],boolean)', 'EXECUTE') AS public_fingerprint;
@@ -100,3 +112,4 @@ SET client_min_messages = warning;
 \c contrib_regression
 SET client_min_messages = warning;
 DROP DATABASE idem_upgrade_regression;
+DROP ROLE idem_upgrade_app;

@@ -46,7 +46,7 @@ SELECT set_eq($$SELECT unnest(extconfig)::regclass::text FROM pg_extension WHERE
               'records and inbox tables are dumped by pg_dump');
 
 -- Function signatures ----------------------------------------------------------------------------
-SELECT function_returns('idem_claim', ARRAY['text', 'text', 'bytea', 'interval', 'interval', 'boolean'], 'record');
+SELECT function_returns('idem_claim', ARRAY['text', 'text', 'bytea', 'interval', 'interval', 'boolean'], 'idem_claim_result');
 SELECT function_returns('idem_complete', ARRAY['text', 'text', 'integer', 'text', 'jsonb', 'integer'], 'boolean');
 SELECT function_returns('idem_fail', ARRAY['text', 'text', 'integer', 'boolean', 'jsonb', 'integer'], 'boolean');
 SELECT function_returns('idem_heartbeat', ARRAY['text', 'text', 'integer', 'interval'], 'timestamp with time zone');
