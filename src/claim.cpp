@@ -401,21 +401,21 @@ IDEM_PG_FUNCTION(idem_claim) {
         if (direct) {
             idem::pg::NewRecord nr{
                 scope, key, fp_null, fingerprint, now, times.lease_expires, times.expires};
-            ItemPointerData conflict;
-            switch (idem::pg::insert_new(nr, &conflict)) {
+            switch (idem::pg::insert_new(nr, !snapshot_xact, outer, &rec)) {
             case idem::pg::InsertResult::Inserted:
                 inserted = true;
                 break;
+            case idem::pg::InsertResult::Read:
+                // READ COMMITTED: the insert waited for any transaction that was inserting or
+                // changing the record, and read its latest committed version.
+                have_record = true;
+                break;
             case idem::pg::InsertResult::Exists:
-                // READ COMMITTED: the insert has waited for any transaction that was inserting
-                // or changing the record, so a new snapshot sees its latest committed state.
                 // REPEATABLE READ / SERIALIZABLE decide through SQL below (40001 when the
-                // record is newer than the transaction's snapshot, FOR KEY SHARE).
-                if (!snapshot_xact) {
-                    if (!idem::pg::fetch_record(&conflict, GetTransactionSnapshot(), outer, &rec))
-                        continue; // changed or deleted since: insert again
-                    have_record = true;
-                }
+                // record is newer than the transaction's snapshot, FOR KEY SHARE); READ
+                // COMMITTED found the record changed again before it could read it.
+                if (!snapshot_xact)
+                    continue;
                 break;
             case idem::pg::InsertResult::Unusable:
                 direct = false;

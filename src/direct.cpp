@@ -17,6 +17,7 @@ extern "C" {
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 }
 
 namespace idem::pg {
@@ -128,13 +129,46 @@ List *insert_index_entries(ResultRelInfo *rri, TupleTableSlot *slot, EState *est
 #endif
 }
 
+// Reads the record version at tid into *out when snapshot sees it.
+bool fetch_version(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTableSlot *slot,
+                   MemoryContext cxt, StoredRecord *out) {
+    if (!table_tuple_fetch_row_version(rel, tid, snapshot, slot))
+        return false;
+    const RecordsRel &r = rel_cache;
+    bool isnull;
+    text *status = DatumGetTextPP(slot_getattr(slot, r.att[A_STATUS], &isnull));
+    out->status = *VARDATA_ANY(status);
+    out->retryable = DatumGetBool(slot_getattr(slot, r.att[A_RETRYABLE], &isnull));
+    out->attempt = DatumGetInt32(slot_getattr(slot, r.att[A_ATTEMPT], &isnull));
+    out->fingerprint = copied(slot, r.att[A_FINGERPRINT], cxt, &out->fingerprint_null);
+    out->resource_id = copied(slot, r.att[A_RESOURCE_ID], cxt, &out->resource_id_null);
+    out->response = copied(slot, r.att[A_RESPONSE], cxt, &out->response_null);
+    out->response_status =
+        DatumGetInt32(slot_getattr(slot, r.att[A_RESPONSE_STATUS], &out->response_status_null));
+    out->lease_expires_at =
+        DatumGetTimestampTz(slot_getattr(slot, r.att[A_LEASE_EXPIRES], &out->lease_null));
+    out->expires_at = DatumGetTimestampTz(slot_getattr(slot, r.att[A_EXPIRES], &isnull));
+    return true;
+}
+
+// Reads the version at tid that the index check found: the latest committed one, since the
+// check waited for any transaction changing it. The statement's snapshot sees it unless it
+// committed after the statement began; then a new snapshot (READ COMMITTED) does, unless it was
+// changed once more in between (false: try again).
+bool read_version(Relation rel, ItemPointer tid, TupleTableSlot *slot, MemoryContext cxt,
+                  StoredRecord *out) {
+    if (ActiveSnapshotSet() && fetch_version(rel, tid, GetActiveSnapshot(), slot, cxt, out))
+        return true;
+    return fetch_version(rel, tid, GetTransactionSnapshot(), slot, cxt, out);
+}
+
 } // namespace
 
 // The speculative insertion of nodeModifyTable.c's ExecInsert for ON CONFLICT DO NOTHING:
 // check the arbiter index (waiting for in-progress transactions), insert the heap tuple with a
 // speculative token, insert its index entries, and confirm it, or kill it and start over when
 // a concurrent insert of the same key won the race in between.
-InsertResult insert_new(const NewRecord &rec, ItemPointer conflict) {
+InsertResult insert_new(const NewRecord &rec, bool read, MemoryContext cxt, StoredRecord *out) {
     PreventCommandIfReadOnly("idem_claim");
     PreventCommandIfParallelMode("idem_claim");
     PreventCommandDuringRecovery("idem_claim");
@@ -175,9 +209,12 @@ InsertResult insert_new(const NewRecord &rec, ItemPointer conflict) {
     estate->es_output_cid = GetCurrentCommandId(true);
     List *arbiters = list_make1_oid(r.pkey);
     InsertResult result;
+    ItemPointerData conflict;
     for (;;) {
-        if (!ExecCheckIndexConstraints(rri, slot, estate, conflict, arbiters)) {
+        if (!ExecCheckIndexConstraints(rri, slot, estate, &conflict, arbiters)) {
             result = InsertResult::Exists;
+            if (read && read_version(rel, &conflict, slot, cxt, out))
+                result = InsertResult::Read;
             break;
         }
         uint32 token = SpeculativeInsertionLockAcquire(GetCurrentTransactionId());
@@ -202,32 +239,6 @@ InsertResult insert_new(const NewRecord &rec, ItemPointer conflict) {
     if (result == InsertResult::Inserted)
         CommandCounterIncrement();
     return result;
-}
-
-// Fetch of one record version by TID under snapshot.
-bool fetch_record(ItemPointer tid, Snapshot snapshot, MemoryContext cxt, StoredRecord *out) {
-    const RecordsRel &r = records();
-    Relation rel = table_open(r.relid, AccessShareLock);
-    TupleTableSlot *slot = table_slot_create(rel, nullptr);
-    bool found = table_tuple_fetch_row_version(rel, tid, snapshot, slot);
-    if (found) {
-        bool isnull;
-        text *status = DatumGetTextPP(slot_getattr(slot, r.att[A_STATUS], &isnull));
-        out->status = *VARDATA_ANY(status);
-        out->retryable = DatumGetBool(slot_getattr(slot, r.att[A_RETRYABLE], &isnull));
-        out->attempt = DatumGetInt32(slot_getattr(slot, r.att[A_ATTEMPT], &isnull));
-        out->fingerprint = copied(slot, r.att[A_FINGERPRINT], cxt, &out->fingerprint_null);
-        out->resource_id = copied(slot, r.att[A_RESOURCE_ID], cxt, &out->resource_id_null);
-        out->response = copied(slot, r.att[A_RESPONSE], cxt, &out->response_null);
-        out->response_status =
-            DatumGetInt32(slot_getattr(slot, r.att[A_RESPONSE_STATUS], &out->response_status_null));
-        out->lease_expires_at =
-            DatumGetTimestampTz(slot_getattr(slot, r.att[A_LEASE_EXPIRES], &out->lease_null));
-        out->expires_at = DatumGetTimestampTz(slot_getattr(slot, r.att[A_EXPIRES], &isnull));
-    }
-    ExecDropSingleTupleTableSlot(slot);
-    table_close(rel, NoLock);
-    return found;
 }
 
 } // namespace idem::pg

@@ -36,16 +36,17 @@ struct NewRecord {
 
 enum class InsertResult {
     Inserted, // the row is written (and the command counter advanced)
-    Exists,   // the key has a record; *conflict is its latest version
+    Read,     // the key has a record, read into *out
+    Exists,   // the key has a record, not read (see insert_new)
     Unusable  // the table has triggers, rules, row security or another shape: use SQL instead
 };
 
 // INSERT ... ON CONFLICT (scope, key) DO NOTHING of rec. Like the statement, it waits for a
 // transaction that is inserting or changing the key's record and then decides on the committed
-// outcome. Raises 25006 in a read-only transaction or during recovery.
-InsertResult insert_new(const NewRecord &rec, ItemPointer conflict);
-
-// Reads the record version at tid when snapshot sees it, copying its values into cxt.
-bool fetch_record(ItemPointer tid, Snapshot snapshot, MemoryContext cxt, StoredRecord *out);
+// outcome. When the key exists and read is true (READ COMMITTED), reads the record's latest
+// version into *out, varlena values copied into cxt: Read, or Exists when that version changed
+// again before it could be read (try again). Raises 25006 in a read-only transaction or during
+// recovery.
+InsertResult insert_new(const NewRecord &rec, bool read, MemoryContext cxt, StoredRecord *out);
 
 } // namespace idem::pg
