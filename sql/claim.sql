@@ -243,3 +243,16 @@ SELECT outcome, attempt FROM idem_claim('trigger', 'k');
 DROP TRIGGER saw_insert ON idempotency.records;
 SELECT outcome, attempt FROM idem_claim('trigger', 'k2');
 SET client_min_messages = warning;
+-- a CHECK constraint or NOT NULL added to the records table (not supported either) is not
+-- skipped: the claim falls back to the SQL statement, which enforces it, and writes nothing
+ALTER TABLE idempotency.records ADD CONSTRAINT short_keys CHECK (length(key) <= 10) NOT VALID;
+SELECT * FROM try($$SELECT outcome FROM idem_claim('added-check', 'this-key-is-too-long')$$);
+SELECT outcome FROM idem_claim('added-check', 'short');
+ALTER TABLE idempotency.records DROP CONSTRAINT short_keys;
+BEGIN;
+DELETE FROM idempotency.records;
+ALTER TABLE idempotency.records ALTER COLUMN resource_id SET NOT NULL;
+SELECT * FROM try($$SELECT outcome FROM idem_claim('added-not-null', 'k')$$);
+ROLLBACK;
+SELECT scope, key FROM idempotency.records WHERE scope LIKE 'added-%' ORDER BY 1, 2;
+SELECT outcome FROM idem_claim('added-not-null', 'k');

@@ -93,18 +93,34 @@ const RecordsRel &records() {
     return rel_cache;
 }
 
-// True when a row built from the known columns alone is the whole row, and nothing (trigger,
-// rule, row security, generated column) would act on an INSERT statement that this module
-// would skip.
+// The CHECK constraints of the extension's own table definition. The row insert_new builds
+// satisfies both by construction (status 'processing', attempt 1), so they are not evaluated.
+const char *const OWN_CHECKS[] = {"records_status_check", "records_attempt_check"};
+
+// True when a row built from the known columns alone is the whole row, and nothing that an
+// INSERT statement would do and insert_new skips is there: no trigger, rule, row security,
+// generated column, CHECK constraint other than the extension's own, or NOT NULL on a column
+// that a new record leaves NULL.
 bool plain_table(Relation rel) {
     TupleDesc desc = RelationGetDescr(rel);
     if (rel->rd_rel->relkind != RELKIND_RELATION || rel->trigdesc != nullptr ||
-        rel->rd_rel->relhasrules || rel->rd_rel->relrowsecurity || desc->natts != A_COUNT ||
-        (desc->constr != nullptr && desc->constr->has_generated_stored))
+        rel->rd_rel->relhasrules || rel->rd_rel->relrowsecurity || desc->natts != A_COUNT)
         return false;
     for (int i = 0; i < desc->natts; i++)
         if (TupleDescAttr(desc, i)->attisdropped)
             return false;
+    for (Column c : {A_FINGERPRINT, A_RESOURCE_ID, A_RESPONSE, A_RESPONSE_STATUS})
+        if (TupleDescAttr(desc, rel_cache.att[c] - 1)->attnotnull)
+            return false;
+    if (desc->constr != nullptr) {
+        if (desc->constr->has_generated_stored)
+            return false;
+        for (int i = 0; i < desc->constr->num_check; i++) {
+            const char *name = desc->constr->check[i].ccname;
+            if (strcmp(name, OWN_CHECKS[0]) != 0 && strcmp(name, OWN_CHECKS[1]) != 0)
+                return false;
+        }
+    }
     return true;
 }
 
