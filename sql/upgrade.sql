@@ -30,7 +30,8 @@ SELECT outcome, attempt FROM idem_claim('up/b', 'open', '\x03', '1 hour');
 -- a role granted idem_claim under 0.1 keeps it through the update, which recreates idem_claim
 DROP ROLE IF EXISTS idem_upgrade_app;
 CREATE ROLE idem_upgrade_app;
-GRANT EXECUTE ON FUNCTION idem_claim(text, text, bytea, interval, interval, boolean) TO idem_upgrade_app;
+GRANT EXECUTE ON FUNCTION idem_claim(text, text, bytea, interval, interval, boolean),
+    idem_complete(text, text, integer, text, jsonb, integer) TO idem_upgrade_app;
 SELECT pg_get_function_result('idem_claim(text,text,bytea,interval,interval,boolean)'::regprocedure) AS claim_returns_01;
 CREATE TABLE before_update AS
     SELECT scope, key, status, fingerprint, attempt, resource_id, response, response_status,
@@ -78,6 +79,12 @@ SELECT pg_get_function_result('idem_claim(text,text,bytea,interval,interval,bool
        has_function_privilege('idem_upgrade_app', 'idem_claim(text,text,bytea,interval,interval,boolean)', 'EXECUTE') AS app_keeps_claim;
 SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
 WHERE attrelid = 'idem_claim_result'::regclass AND attnum > 0 ORDER BY attnum;
+-- pg_init_privs records only the extension's own grants (the owner's), not the grant made under
+-- 0.1, so pg_dump still dumps that grant (test/stages/dump.sh restores it)
+SELECT p.proname, i.initprivs = ARRAY[makeaclitem(p.proowner, p.proowner, 'EXECUTE', false)] AS owner_only,
+       has_function_privilege('idem_upgrade_app', p.oid, 'EXECUTE') AS app_has_it
+FROM pg_proc p JOIN pg_init_privs i ON i.objoid = p.oid AND i.classoid = 'pg_proc'::regclass
+WHERE p.proname IN ('idem_claim', 'idem_complete', 'idem_fail') ORDER BY 1;
 -- 0.2 took EXECUTE on stateful functions away from PUBLIC; pure functions stay PUBLIC
 SELECT has_function_privilege('public', 'idem_claim(text,text,bytea,interval,interval,boolean)', 'EXECUTE') AS public_claim,
        has_function_privilege('public', 'idem_fingerprint(text,text[],text[],boolean)', 'EXECUTE') AS public_fingerprint;

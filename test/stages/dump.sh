@@ -60,5 +60,25 @@ if [ "$got" != "$want" ]; then
     echo "dump: restored database answers differently"; diff <(echo "$want") <(echo "$got") || true; rc=1
 fi
 q -d postgres -c "DROP DATABASE $SRC" -c "DROP DATABASE $DST"
+
+# Grants survive a dump and restore, also those made under 0.1 before ALTER EXTENSION UPDATE
+# (the update's REVOKEs must not record them as the extension's initial privileges).
+q -d postgres -c "CREATE DATABASE $SRC" -c "CREATE DATABASE $DST" \
+    -c "DROP ROLE IF EXISTS idem_dump_app" -c "CREATE ROLE idem_dump_app NOLOGIN"
+q -d $SRC >/dev/null <<'SQL'
+CREATE EXTENSION idempotency VERSION '0.1';
+GRANT EXECUTE ON FUNCTION idem_claim(text, text, bytea, interval, interval, boolean),
+    idem_complete(text, text, integer, text, jsonb, integer) TO idem_dump_app;
+ALTER EXTENSION idempotency UPDATE;
+GRANT EXECUTE ON FUNCTION idem_fail(text, text, integer, boolean, jsonb, integer) TO idem_dump_app;
+SQL
+pg_dump -Fc -d $SRC -f "$DUMP"
+pg_restore --exit-on-error -d $DST "$DUMP"
+grants=$(q -d $DST -c "SELECT string_agg(p.proname || '=' || has_function_privilege('idem_dump_app', p.oid, 'EXECUTE'), ' ' ORDER BY p.proname) FROM pg_proc p WHERE p.proname IN ('idem_claim', 'idem_complete', 'idem_fail')")
+if [ "$grants" != "idem_claim=true idem_complete=true idem_fail=true" ]; then
+    echo "dump: grants lost in an upgraded database's dump: $grants"; rc=1
+fi
+q -d postgres -c "DROP DATABASE $SRC" -c "DROP DATABASE $DST" -c "DROP ROLE idem_dump_app"
+[ $rc = 0 ] && echo "dump: grants made before and after ALTER EXTENSION UPDATE survive pg_dump / pg_restore"
 [ $rc = 0 ] && echo "dump: pg_dump -Fc / pg_restore kept 3 records and 2 inbox entries; the copy replays them"
 exit $rc
