@@ -1,5 +1,6 @@
 // Direct access to idempotency.records (see direct.hpp).
 #include "direct.hpp"
+#include "spi_util.hpp"
 
 extern "C" {
 #include "access/table.h"
@@ -68,11 +69,7 @@ const RecordsRel &records() {
         CacheRegisterRelcacheCallback(relcache_changed, (Datum)0);
         callback_registered = true;
     }
-    Oid nsp = get_namespace_oid("idempotency", true);
-    if (!OidIsValid(nsp))
-        ereport(ERROR,
-                (errcode(ERRCODE_UNDEFINED_SCHEMA), errmsg("schema \"idempotency\" does not exist"),
-                 errhint("Run CREATE EXTENSION idempotency in this database.")));
+    Oid nsp = extension_schema();
     Oid relid = get_relname_relid("records", nsp);
     if (!OidIsValid(relid))
         elog(ERROR, "table idempotency.records is missing");

@@ -32,6 +32,16 @@ SPIPlanPtr saved_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *a
     return *slot;
 }
 
+// Looks up schema "idempotency", raising 3F000 when the extension is not installed here.
+Oid extension_schema() {
+    Oid nsp = get_namespace_oid("idempotency", true);
+    if (!OidIsValid(nsp))
+        ereport(ERROR,
+                (errcode(ERRCODE_UNDEFINED_SCHEMA), errmsg("schema \"idempotency\" does not exist"),
+                 errhint("Run CREATE EXTENSION idempotency in this database.")));
+    return nsp;
+}
+
 // Looks up the owner of schema "idempotency".
 Oid extension_owner() {
     if (OidIsValid(cached_owner))
@@ -40,11 +50,7 @@ Oid extension_owner() {
         CacheRegisterSyscacheCallback(NAMESPACEOID, owner_invalidate, (Datum)0);
         owner_callback_registered = true;
     }
-    Oid nsp = get_namespace_oid("idempotency", true);
-    if (!OidIsValid(nsp))
-        ereport(ERROR,
-                (errcode(ERRCODE_UNDEFINED_SCHEMA), errmsg("schema \"idempotency\" does not exist"),
-                 errhint("Run CREATE EXTENSION idempotency in this database.")));
+    Oid nsp = extension_schema();
     HeapTuple tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
     if (!HeapTupleIsValid(tup))
         elog(ERROR, "cache lookup failed for namespace %u", nsp);

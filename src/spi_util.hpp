@@ -13,6 +13,9 @@ namespace idem::pg {
 // called while connected to SPI. The text must be a constant with every name schema-qualified.
 SPIPlanPtr saved_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes);
 
+// Schema "idempotency"; raises 3F000 (with a hint) when the extension is not installed here.
+Oid extension_schema();
+
 // The role that owns schema "idempotency" (the extension's owner), cached per backend.
 Oid extension_owner();
 
