@@ -478,6 +478,62 @@ void detail::Buffer::grow(size_t n) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Tape: the state of the two-pass text canonicaliser, kept by the writer for reuse.
+
+struct detail::TapeState {
+    enum Kind : uint32_t { InText = 0, InSide = 1, Object = 2, Array = 3 };
+    // One per value and member name, in text order. Spans hold canonical bytes.
+    struct Tok {
+        uint32_t off;  // span: offset in the text (InText) or side (InSide); object: in order
+        uint32_t len;  // span: length; object: member count
+        uint32_t end;  // containers: index of the token after their last member or element
+        uint32_t kind; // Kind
+    };
+    // A member name of an open object.
+    struct Member {
+        uint64_t prefix; // its first 8 unescaped bytes, big-endian, zero-padded
+        uint32_t off;    // the unescaped name: offset in the text or (in_side) in side
+        uint32_t len;
+        uint32_t tok; // the name's token (its value is the next one)
+        uint32_t in_side;
+    };
+    struct Open {
+        uint32_t tok;
+        uint32_t members; // members[members..] belong to this object
+        bool object;
+    };
+    struct Emit {
+        const uint32_t *ord; // objects: the next member name token in order
+        uint32_t left;       // objects: members still to write
+        uint32_t end;
+        bool object;
+    };
+    std::vector<Tok> toks;
+    std::vector<Member> members;
+    std::vector<uint32_t> order; // each object's member name tokens, sorted
+    std::vector<Open> opens;
+    std::vector<Emit> emit;
+    Buffer side;      // canonical forms that differ from the text, unescaped escaped names
+    size_t spans = 0; // total span bytes
+    void clear() {
+        constexpr size_t kKeep = size_t(1) << 16; // tokens (16 bytes each)
+        if (toks.capacity() > kKeep)
+            std::vector<Tok>().swap(toks);
+        if (order.capacity() > kKeep)
+            std::vector<uint32_t>().swap(order);
+        if (side.capacity() > (size_t(1) << 20))
+            side.release();
+        toks.clear();
+        members.clear();
+        order.clear();
+        opens.clear();
+        emit.clear();
+        side.clear();
+        spans = 0;
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
 // CanonicalWriter
 
 struct CanonicalWriter::Member {
@@ -553,7 +609,9 @@ void CanonicalWriter::reset() {
     out_.clear();
     scratch_.clear();
     keys_.clear();
-    out_.room(256); // never a null data pointer
+    if (tape_)
+        tape_->clear(); // (frees its buffers after a huge document)
+    out_.room(256);     // never a null data pointer
     scratch_.room(256);
     members_.clear();
 }
@@ -870,6 +928,8 @@ class Parser {
         : p_(reinterpret_cast<const unsigned char *>(text.data())), b_(p_), e_(p_ + text.size()),
           w_(w) {}
     void run();
+    // Parses the whole text into t (cleared first): tokens, sorted member orders, side bytes.
+    void run_tape(detail::TapeState &t, const Options &o);
 
   private:
     [[noreturn]] void fail(const char *msg, const char *hint = nullptr) const {
@@ -884,6 +944,8 @@ class Parser {
     unsigned hex4();
     void literal(const char *word, size_t len);
     void number();
+    // The canonical span of a number token starting at p_ (which moves past it).
+    void number_tape(detail::TapeState &t, detail::TapeState::Tok &k, bool exact);
 
     const unsigned char *p_;
     const unsigned char *b_;
@@ -1174,10 +1236,456 @@ void Parser::run() {
     }
 }
 
+// The first 8 bytes of s[0..n) as a big-endian integer, zero-padded; bytes up to limit may be
+// read (and ignored).
+inline uint64_t name_prefix(const char *s, size_t n, const char *limit) noexcept {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
+    uint64_t w = 0;
+    if (n >= 8) {
+        std::memcpy(&w, s, 8);
+    } else if (limit - s >= 8) {
+        std::memcpy(&w, s, 8);
+        w &= (uint64_t(1) << (8 * n)) - 1;
+    } else {
+        std::memcpy(&w, s, n);
+    }
+    return __builtin_bswap64(w);
+#else
+    (void)limit;
+    uint64_t w = 0;
+    for (size_t i = 0; i < 8; i++)
+        w = (w << 8) | (i < n ? static_cast<unsigned char>(s[i]) : 0u);
+    return w;
+#endif
+}
+
+[[noreturn]] void too_deep(unsigned max_depth) {
+    throw Error(sqlstate::statement_too_complex, "JSON nesting is too deep",
+                "More than " + std::to_string(max_depth) + " nested arrays or objects.");
+}
+
+[[noreturn]] void duplicate_name(std::string_view name) {
+    std::string shown = quoted_string(name.substr(0, 200));
+    throw Error(kMalformed, "duplicate member name in JSON object",
+                "The name " + shown + " occurs more than once (after unescaping).",
+                "I-JSON (RFC 7493) forbids duplicate names.");
+}
+
+inline bool is_digit(unsigned char c) noexcept {
+    return static_cast<unsigned char>(c - '0') < 10;
+}
+
+// Bytes that the old scanner takes into a number token.
+inline bool number_char(unsigned char c) noexcept {
+    return is_digit(c) || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-';
+}
+
+void Parser::number_tape(detail::TapeState &t, detail::TapeState::Tok &k, bool exact) {
+    // Fast path: a number without exponent whose text is already its ECMAScript form, apart
+    // from trailing zeros in the fraction: at most 15 significant digits (so the decimal is the
+    // shortest one that round-trips through a double, and exact mode keeps the same digits),
+    // and a magnitude in the fixed-notation range (>= 1e-6; < 1e15 here). The canonical form
+    // is then a span of the text. Everything else goes through write_number.
+    const unsigned char *s = p_;
+    const unsigned char *q = s + (s < e_ && *s == '-');
+    const unsigned char *r = q;
+    while (r < e_ && is_digit(*r))
+        r++;
+    const size_t il = static_cast<size_t>(r - q);
+    const unsigned char *f = nullptr, *fe = nullptr;
+    if (r < e_ && *r == '.') {
+        f = ++r;
+        while (r < e_ && is_digit(*r))
+            r++;
+        fe = r;
+    }
+    if (il > 0 && (il == 1 || *q != '0') && (f == nullptr || fe > f) &&
+        !(r < e_ && number_char(*r))) {
+        if (f != nullptr)
+            while (fe > f && fe[-1] == '0')
+                fe--;
+        const unsigned char *span = nullptr, *span_end = nullptr;
+        if (f == nullptr || fe == f) { // an integer value
+            if (*q == '0') {
+                span = q; // "0" for -0, 0.0, -0.000 ...
+                span_end = q + 1;
+            } else if (il <= 15) {
+                span = s;
+                span_end = q + il;
+            }
+        } else if (*q != '0') {
+            if (il + static_cast<size_t>(fe - f) <= 15) {
+                span = s;
+                span_end = fe;
+            }
+        } else {
+            const unsigned char *d = f;
+            while (*d == '0') // fe > f and fe[-1] != '0': stops before fe
+                d++;
+            if (d - f <= 5 && fe - d <= 15) {
+                span = s;
+                span_end = fe;
+            }
+        }
+        if (span != nullptr) {
+            p_ = r;
+            k.off = static_cast<uint32_t>(span - b_);
+            k.len = static_cast<uint32_t>(span_end - span);
+            k.kind = detail::TapeState::InText;
+            t.spans += k.len;
+            return;
+        }
+    }
+    if (q < e_ && (*q == 'I' || *q == 'N')) {
+        p_ = q;
+        fail("NaN and Infinity are not JSON numbers", "I-JSON allows only finite numbers.");
+    }
+    r = q;
+    while (r < e_ && number_char(*r))
+        r++;
+    std::string_view text(reinterpret_cast<const char *>(s), r - s);
+    p_ = r;
+    size_t off = t.side.size();
+    try {
+        t.side.set_end(write_number(text, exact, t.side.room(number_bound(text.size()))));
+    } catch (const Error &e) {
+        if (std::strcmp(e.sqlstate(), kMalformed) != 0)
+            throw;
+        p_ = s;
+        fail("invalid JSON number");
+    }
+    k.off = static_cast<uint32_t>(off);
+    k.len = static_cast<uint32_t>(t.side.size() - off);
+    k.kind = detail::TapeState::InSide;
+    t.spans += k.len;
+}
+
+void Parser::run_tape(detail::TapeState &t, const Options &o) {
+    using T = detail::TapeState;
+    t.clear();
+    if (t.toks.capacity() == 0)
+        t.toks.reserve(256);
+    const bool exact = o.exact_numbers;
+    const unsigned max_depth = o.max_depth;
+    bool (*const interrupted)() = o.interrupted;
+    unsigned ticks = 0;
+    auto tick = [&] {
+        if (++ticks >= 4096) {
+            ticks = 0;
+            if (interrupted != nullptr && interrupted())
+                throw Interrupted();
+        }
+    };
+    auto push = [&](uint32_t kind) -> T::Tok & {
+        T::Tok &k = t.toks.emplace_back();
+        k.kind = kind;
+        return k;
+    };
+    // A string token (p_ at its quote): its canonical span; for a member name also the
+    // unescaped bytes (returned as a view valid until the next string).
+    auto string_tok = [&](T::Tok &k) -> std::string_view {
+        const unsigned char *q = p_;
+        std::string_view v = string();
+        if (v.data() == reinterpret_cast<const char *>(q) + 1) {
+            k.off = static_cast<uint32_t>(q - b_);
+            k.len = static_cast<uint32_t>(v.size() + 2);
+            k.kind = T::InText;
+        } else {
+            k.off = static_cast<uint32_t>(t.side.size());
+            k.len = static_cast<uint32_t>(append_quoted(t.side, v));
+            k.kind = T::InSide;
+        }
+        t.spans += k.len;
+        return v;
+    };
+    auto close_object = [&](const T::Open &op) {
+        const uint32_t base = op.members;
+        const size_t n = t.members.size() - base;
+        T::Tok &ot = t.toks[op.tok];
+        ot.off = static_cast<uint32_t>(t.order.size());
+        ot.len = static_cast<uint32_t>(n);
+        ot.end = static_cast<uint32_t>(t.toks.size());
+        T::Member *mb = t.members.data() + base, *me = mb + n;
+        if (n > 1) {
+            const char *bases[2] = {reinterpret_cast<const char *>(b_), t.side.data()};
+            auto name = [&](const T::Member &m) {
+                return std::string_view(bases[m.in_side] + m.off, m.len);
+            };
+            auto less = [&](const T::Member &a, const T::Member &b) {
+                if (a.prefix != b.prefix && ((a.prefix | b.prefix) & 0x8080808080808080u) == 0)
+                    return a.prefix < b.prefix;
+                return compare_utf16(name(a), name(b)) < 0;
+            };
+            T::Member *m = mb + 1;
+            while (m < me && less(m[-1], *m))
+                m++;
+            if (m < me) {
+                if (n <= 16) {
+                    for (; m < me; m++) { // insertion sort of the rest
+                        T::Member x = *m, *j = m;
+                        while (j > mb && less(x, j[-1])) {
+                            *j = j[-1];
+                            j--;
+                        }
+                        *j = x;
+                    }
+                } else {
+                    std::sort(mb, me, less);
+                }
+                for (m = mb + 1; m < me; m++)
+                    if (m[-1].prefix == m->prefix && m[-1].len == m->len && name(m[-1]) == name(*m))
+                        duplicate_name(name(*m));
+            }
+        }
+        for (T::Member *m = mb; m < me; m++)
+            t.order.push_back(m->tok);
+        t.members.resize(base);
+    };
+
+value:
+    ws();
+    if (p_ >= e_)
+        fail("unexpected end of JSON text");
+    switch (*p_) {
+    case '{': {
+        tick();
+        if (t.opens.size() >= max_depth)
+            too_deep(max_depth);
+        const uint32_t idx = static_cast<uint32_t>(t.toks.size());
+        push(T::Object);
+        p_++;
+        ws();
+        if (p_ < e_ && *p_ == '}') {
+            p_++;
+            tick();
+            T::Tok &k = t.toks[idx];
+            k.off = static_cast<uint32_t>(t.order.size());
+            k.len = 0;
+            k.end = idx + 1;
+            goto after;
+        }
+        t.opens.push_back({idx, static_cast<uint32_t>(t.members.size()), true});
+        goto key;
+    }
+    case '[': {
+        tick();
+        if (t.opens.size() >= max_depth)
+            too_deep(max_depth);
+        const uint32_t idx = static_cast<uint32_t>(t.toks.size());
+        push(T::Array);
+        p_++;
+        ws();
+        if (p_ < e_ && *p_ == ']') {
+            p_++;
+            tick();
+            t.toks[idx].end = idx + 1;
+            goto after;
+        }
+        t.opens.push_back({idx, 0, false});
+        goto value;
+    }
+    case '"':
+        tick();
+        string_tok(push(T::InText));
+        goto after;
+    case 't':
+    case 'f':
+    case 'n': {
+        tick();
+        const unsigned char *s = p_;
+        if (*p_ == 't')
+            literal("true", 4);
+        else if (*p_ == 'f')
+            literal("false", 5);
+        else
+            literal("null", 4);
+        T::Tok &k = push(T::InText);
+        k.off = static_cast<uint32_t>(s - b_);
+        k.len = static_cast<uint32_t>(p_ - s);
+        t.spans += k.len;
+        goto after;
+    }
+    case 'N':
+    case 'I':
+        fail("NaN and Infinity are not JSON numbers", "I-JSON allows only finite numbers.");
+    default:
+        if (*p_ == '-' || is_digit(*p_)) {
+            tick();
+            number_tape(t, push(T::InText), exact);
+            goto after;
+        }
+        if (*p_ == 0xEF && e_ - p_ >= 3 && p_[1] == 0xBB && p_[2] == 0xBF)
+            fail("byte order mark in JSON text", "Send JSON text without a BOM.");
+        fail("unexpected character in JSON text");
+    }
+
+key:
+    if (p_ >= e_ || *p_ != '"')
+        fail("expected a member name (a string) in JSON object");
+    {
+        tick();
+        const uint32_t idx = static_cast<uint32_t>(t.toks.size());
+        const unsigned char *q = p_ + 1;
+        std::string_view v = string_tok(push(T::InText));
+        T::Member &m = t.members.emplace_back();
+        m.tok = idx;
+        m.len = static_cast<uint32_t>(v.size());
+        m.prefix = name_prefix(v.data(), v.size(),
+                               v.data() == reinterpret_cast<const char *>(q)
+                                   ? reinterpret_cast<const char *>(e_)
+                                   : v.data() + v.size());
+        if (v.data() == reinterpret_cast<const char *>(q)) {
+            m.off = static_cast<uint32_t>(q - b_);
+            m.in_side = 0;
+        } else {
+            m.off = static_cast<uint32_t>(t.side.size());
+            m.in_side = 1;
+            t.side.append(v.data(), v.size());
+        }
+    }
+    ws();
+    if (p_ >= e_ || *p_ != ':')
+        fail("expected ':' after a member name in JSON object");
+    p_++;
+    goto value;
+
+after:
+    ws();
+    if (t.opens.empty()) {
+        if (p_ != e_)
+            fail("unexpected text after the JSON value");
+        return;
+    }
+    if (p_ >= e_)
+        fail("unexpected end of JSON text");
+    {
+        const T::Open op = t.opens.back();
+        const unsigned char c = *p_;
+        if (c == ',') {
+            p_++;
+            if (op.object) {
+                ws();
+                goto key;
+            }
+            goto value;
+        }
+        if (op.object) {
+            if (c != '}')
+                fail("expected ',' or '}' in JSON object");
+            p_++;
+            tick();
+            close_object(op);
+        } else {
+            if (c != ']')
+                fail("expected ',' or ']' in JSON array");
+            p_++;
+            tick();
+            t.toks[op.tok].end = static_cast<uint32_t>(t.toks.size());
+        }
+        t.opens.pop_back();
+        goto after;
+    }
+}
+
+// Copies a span of n bytes at src, which may be read up to limit, to o; returns the end. Room
+// for 16 bytes more than n at o.
+inline char *copy_span(char *o, const char *src, size_t n, const char *limit) noexcept {
+    if (n <= 16 && limit - src >= 16)
+        std::memcpy(o, src, 16);
+    else
+        std::memcpy(o, src, n);
+    return o + n;
+}
+
 } // namespace
+
+void CanonicalWriter::parse_tape(std::string_view text) {
+    using T = detail::TapeState;
+    if (!tape_)
+        tape_ = std::make_unique<T>();
+    T &t = *tape_;
+    Parser(text, *this).run_tape(t, opts_);
+    // Second pass: write every token once, each object's members in their sorted order.
+    char *const o0 = out_.room(t.spans + 2 * t.toks.size() + 64);
+    t.side.room(16); // (so that copy_span may read 16 bytes from any side span)
+    const char *base[2] = {text.data(), t.side.data()};
+    const char *limit[2] = {text.data() + text.size(), t.side.data() + t.side.capacity()};
+    const T::Tok *toks = t.toks.data();
+    const uint32_t *order = t.order.data();
+    char *o = o0;
+    uint32_t i = 0;
+    uint32_t next; // the token after the value just written
+    for (;;) {
+        const T::Tok &k = toks[i];
+        if (k.kind <= T::InSide) {
+            o = copy_span(o, base[k.kind] + k.off, k.len, limit[k.kind]);
+            next = i + 1;
+        } else if (k.kind == T::Object) {
+            *o++ = '{';
+            if (k.len == 0) {
+                *o++ = '}';
+                next = k.end;
+            } else {
+                const uint32_t *ord = order + k.off;
+                t.emit.push_back({ord, k.len, k.end, true});
+                const T::Tok &n = toks[*ord];
+                o = copy_span(o, base[n.kind] + n.off, n.len, limit[n.kind]);
+                *o++ = ':';
+                i = *ord + 1;
+                continue;
+            }
+        } else {
+            *o++ = '[';
+            if (k.end == i + 1) {
+                *o++ = ']';
+                next = k.end;
+            } else {
+                t.emit.push_back({nullptr, 0, k.end, false});
+                i++;
+                continue;
+            }
+        }
+        // The value is complete: continue with its container.
+        for (;;) {
+            if (t.emit.empty())
+                goto done;
+            T::Emit &f = t.emit.back();
+            if (f.object) {
+                if (--f.left != 0) {
+                    *o++ = ',';
+                    const uint32_t nk = *++f.ord;
+                    const T::Tok &n = toks[nk];
+                    o = copy_span(o, base[n.kind] + n.off, n.len, limit[n.kind]);
+                    *o++ = ':';
+                    i = nk + 1;
+                    break;
+                }
+                *o++ = '}';
+            } else {
+                if (next < f.end) {
+                    *o++ = ',';
+                    i = next;
+                    break;
+                }
+                *o++ = ']';
+            }
+            next = f.end;
+            t.emit.pop_back();
+        }
+    }
+done:
+    out_.set_end(o);
+    done_ = true;
+}
 
 void parse_into(std::string_view text, CanonicalWriter &w) {
     w.reset();
+    // The tape's 32-bit offsets cover texts up to 64 MiB (canonical numbers in the side buffer
+    // can be ~20x their text); filters need the streaming writer.
+    if (!w.filtering_ && text.size() <= (size_t(64) << 20)) {
+        w.parse_tape(text);
+        return;
+    }
     Parser(text, w).run();
 }
 
