@@ -1476,8 +1476,14 @@ std::string_view member_name(const detail::TapeState &t, const unsigned char *te
     return std::string_view(t.side.data() + hi + 4, len);
 }
 
+// Compares two member names whose keys are equal (a full comparison).
+IDEM_NOINLINE int tied_compare(const detail::TapeState &t, const unsigned char *text, uint64_t ra,
+                               uint64_t rb) {
+    return compare_utf16(member_name(t, text, ra), member_name(t, text, rb));
+}
+
 // Closes the object whose token is ot and whose member names start at names[first]: sorts
-// them, checks them for duplicates and appends their tokens to order. end: the next token.
+// them (22P02 for duplicates) and appends their tokens to order. end: the next token.
 void close_object(detail::TapeState &t, const unsigned char *text, uint32_t ot, uint32_t first,
                   uint32_t end) {
     using T = detail::TapeState;
@@ -1487,38 +1493,46 @@ void close_object(detail::TapeState &t, const unsigned char *text, uint32_t ot, 
     k.off = static_cast<uint32_t>(t.order.size());
     k.len = static_cast<uint32_t>(n);
     k.end = end;
-    auto less = [&](uint64_t ka, uint64_t ra, uint64_t kb, uint64_t rb) {
-        if (ka != kb)
-            return ka < kb;
-        return compare_utf16(member_name(t, text, ra), member_name(t, text, rb)) < 0;
-    };
-    if (n > 1) {
-        size_t i = 1;
-        while (i < n && less(nb[i - 1].key, nb[i - 1].ref, nb[i].key, nb[i].ref))
-            i++;
-        if (i < n) {
-            if (n <= 24) {
-                for (; i < n; i++) { // insertion sort of the rest
-                    const uint64_t key = nb[i].key, ref = nb[i].ref;
-                    size_t j = i;
-                    while (j > 0 && less(key, ref, nb[j - 1].key, nb[j - 1].ref)) {
-                        nb[j].key = nb[j - 1].key;
-                        nb[j].ref = nb[j - 1].ref;
-                        j--;
-                    }
-                    nb[j].key = key;
-                    nb[j].ref = ref;
+    if (n <= 32) {
+        // Insertion sort by key; equal keys (rare: long common prefixes, duplicates) are
+        // ordered by tied_compare. Equal names meet there (they end up adjacent); the error
+        // then names the first duplicate in sorted order, as the streaming writer does.
+        bool duplicates = false;
+        for (size_t i = 1; i < n; i++) {
+            const uint64_t key = nb[i].key, ref = nb[i].ref;
+            size_t j = i;
+            while (j > 0) {
+                const uint64_t pk = nb[j - 1].key;
+                if (pk < key)
+                    break;
+                if (pk == key) {
+                    const int c = tied_compare(t, text, nb[j - 1].ref, ref);
+                    duplicates |= c == 0;
+                    if (c <= 0)
+                        break;
                 }
-            } else {
-                std::sort(nb, ne, [&](const T::Name &x, const T::Name &y) {
-                    return less(x.key, x.ref, y.key, y.ref);
-                });
+                nb[j].key = pk;
+                nb[j].ref = nb[j - 1].ref;
+                j--;
             }
-            for (i = 1; i < n; i++)
+            nb[j].key = key;
+            nb[j].ref = ref;
+        }
+        if (duplicates)
+            for (size_t i = 1; i < n; i++)
                 if (nb[i - 1].key == nb[i].key &&
                     member_name(t, text, nb[i - 1].ref) == member_name(t, text, nb[i].ref))
                     duplicate_name(member_name(t, text, nb[i].ref));
-        }
+    } else {
+        std::sort(nb, ne, [&](const T::Name &x, const T::Name &y) {
+            if (x.key != y.key)
+                return x.key < y.key;
+            return compare_utf16(member_name(t, text, x.ref), member_name(t, text, y.ref)) < 0;
+        });
+        for (size_t i = 1; i < n; i++)
+            if (nb[i - 1].key == nb[i].key &&
+                member_name(t, text, nb[i - 1].ref) == member_name(t, text, nb[i].ref))
+                duplicate_name(member_name(t, text, nb[i].ref));
     }
     t.order.reserve_more(n);
     uint32_t *ord = t.order.e_;
@@ -1745,6 +1759,8 @@ key:
             IDEM_FAIL("expected ':' after a member name in JSON object");
     }
     p++;
+    if (p < e && *p == ' ') // (the usual ": ")
+        p++;
     goto value;
 
 after:
@@ -1766,6 +1782,8 @@ after:
         const unsigned char c = *p;
         if (c == ',') {
             p++;
+            if (p < e && *p == ' ') // (the usual ", ")
+                p++;
             if (op.names != T::kNotObject)
                 goto key;
             goto value;
