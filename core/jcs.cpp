@@ -1344,8 +1344,17 @@ inline bool is_digit(unsigned char c) noexcept {
 }
 
 // Bytes that a number token takes in (the token is then checked as a whole).
+struct NumberCharTable {
+    bool t[256];
+    constexpr NumberCharTable() : t() {
+        for (unsigned char c :
+             {'0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '.', 'e', 'E', '+', '-'})
+            t[c] = true;
+    }
+};
+constexpr NumberCharTable kNumberChar;
 inline bool number_char(unsigned char c) noexcept {
-    return is_digit(c) || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-';
+    return kNumberChar.t[c];
 }
 
 inline bool json_ws(unsigned char c) noexcept {
@@ -1460,6 +1469,12 @@ IDEM_NOINLINE detail::TapeState::Tok *tape_room(detail::TapeState &t, detail::Ta
             throw Interrupted();
     }
     t.toks.reserve_more(1);
+    // Every name, open container and order entry is (or names) a token: with room for as many
+    // as the tape, they need no checks of their own.
+    const size_t cap = t.toks.capacity();
+    t.names.reserve_more(cap - t.names.size());
+    t.opens.reserve_more(cap - t.opens.size());
+    t.order.reserve_more(cap - t.order.size());
     t.stop = t.toks.b_ + t.next_poll < t.toks.c_ ? t.toks.b_ + t.next_poll : t.toks.c_;
     return t.toks.e_;
 }
@@ -1534,8 +1549,7 @@ void close_object(detail::TapeState &t, const unsigned char *text, uint32_t ot, 
                 member_name(t, text, nb[i - 1].ref) == member_name(t, text, nb[i].ref))
                 duplicate_name(member_name(t, text, nb[i].ref));
     }
-    t.order.reserve_more(n);
-    uint32_t *ord = t.order.e_;
+    uint32_t *ord = t.order.e_; // (room: see tape_room)
     for (size_t i = 0; i < n; i++)
         ord[i] = static_cast<uint32_t>(nb[i].ref);
     t.order.e_ = ord + n;
@@ -1662,7 +1676,7 @@ value:
             k->end = idx + 1;
             goto after;
         }
-        t.opens.push_back({idx, static_cast<uint32_t>(t.names.size())});
+        *t.opens.e_++ = {idx, static_cast<uint32_t>(t.names.size())}; // (room: see tape_room)
         goto key;
     }
     case '[': {
@@ -1677,7 +1691,7 @@ value:
             k->end = idx + 1;
             goto after;
         }
-        t.opens.push_back({idx, T::kNotObject});
+        *t.opens.e_++ = {idx, T::kNotObject};
         goto value;
     }
     case 't':
@@ -1727,8 +1741,7 @@ key:
         IDEM_TOKEN(k, T::InText);
         const uint32_t idx = static_cast<uint32_t>(k - t.toks.b_);
         const unsigned char *q = p;
-        t.names.reserve_more(1);
-        T::Name *nm = t.names.e_++;
+        T::Name *nm = t.names.e_++; // (room: see tape_room)
         if (const unsigned char *c = plain_string_end(q, e)) {
             p = c + 1;
             k->off = static_cast<uint32_t>(q - b);
@@ -1932,9 +1945,10 @@ up: // the value before token next is complete
 
 void parse_into(std::string_view text, CanonicalWriter &w) {
     w.reset();
-    // The tape's 32-bit offsets cover texts up to 64 MiB (canonical numbers in the side buffer
-    // can be ~20x their text); filters need the streaming writer.
-    if (!w.filtering_ && text.size() <= (size_t(64) << 20)) {
+    // The tape's 32-bit offsets would cover texts up to 64 MiB (canonical numbers in the side
+    // buffer can be ~20x their text); it takes up to 16 bytes per token, so bigger texts (and
+    // filters) go through the streaming writer.
+    if (!w.filtering_ && text.size() <= (size_t(16) << 20)) {
         w.parse_tape(text);
         return;
     }
