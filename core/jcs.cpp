@@ -566,8 +566,7 @@ struct detail::TapeState {
     Pod<uint32_t> order; // each object's member name tokens, sorted
     Pod<Open> opens;
     Pod<Emit> emit;
-    Buffer side;      // canonical forms that differ from the text, unescaped escaped names
-    size_t spans = 0; // total span bytes
+    Buffer side; // canonical forms that differ from the text, unescaped escaped names
     size_t next_poll = 0;
     Tok *stop = nullptr; // (see tape_room)
     void clear() noexcept {
@@ -586,7 +585,6 @@ struct detail::TapeState {
         opens.clear();
         emit.clear();
         side.clear();
-        spans = 0;
     }
 };
 
@@ -1615,7 +1613,6 @@ void Parser::run_tape(detail::TapeState &t, const Options &o) {
     const unsigned char *p = p_;
     const unsigned char *const b = b_;
     const unsigned char *const e = e_;
-    size_t spans = 0;
     // Tokens are written at tk; at t.stop, tape_room grows the tape or polls.
     t.next_poll = 4096;
     T::Tok *tk = tape_room(t, t.toks.b_, o);
@@ -1658,7 +1655,6 @@ value:
             std::string_view unused;
             p = string_slow(t, k, q, &unused);
         }
-        spans += k->len;
         goto after;
     }
     case '{': {
@@ -1705,7 +1701,6 @@ value:
         k->off = static_cast<uint32_t>(p - b);
         k->len = static_cast<uint32_t>(len);
         p += len;
-        spans += len;
         goto after;
     }
     case 'N':
@@ -1723,7 +1718,6 @@ value:
             } else {
                 p = number_slow(t, k, p, exact);
             }
-            spans += k->len;
             goto after;
         }
         if (*p == 0xEF && e - p >= 3 && p[1] == 0xBB && p[2] == 0xBF)
@@ -1764,7 +1758,6 @@ key:
                 t.side.append(v.data(), v.size());
             }
         }
-        spans += k->len;
     }
     if (p >= e || *p != ':') {
         IDEM_WS();
@@ -1782,7 +1775,6 @@ after:
         if (p != e)
             IDEM_FAIL("unexpected text after the JSON value");
         t.toks.e_ = tk;
-        t.spans = spans;
         return;
     }
     if (p >= e || json_ws(*p)) {
@@ -1822,12 +1814,14 @@ after:
 }
 
 // Copies a span of n bytes at src, which may be read up to limit, to o; returns the end. Room
-// for 16 bytes more than n at o.
+// for 32 bytes more than n at o.
 inline char *copy_span(char *o, const char *src, size_t n, const char *limit) noexcept {
-    if (n <= 16 && limit - src >= 16)
+    if (n <= 32 && limit - src >= 32) {
         std::memcpy(o, src, 16);
-    else
+        std::memcpy(o + 16, src + 16, 16);
+    } else {
         std::memcpy(o, src, n);
+    }
     return o + n;
 }
 
@@ -1840,8 +1834,10 @@ void CanonicalWriter::parse_tape(std::string_view text) {
     T &t = *tape_;
     Parser(text, *this).run_tape(t, opts_);
     // Second pass: write every token once, each object's members in their sorted order.
-    char *o = out_.room(t.spans + 2 * t.toks.size() + 64);
-    t.side.room(16); // (so that copy_span may read 16 bytes from any side span)
+    // (Text spans are disjoint parts of the text, side spans of side; at most 2 bytes of
+    // punctuation per token; copy_span writes up to 32 bytes past the end.)
+    char *o = out_.room(text.size() + t.side.size() + 2 * t.toks.size() + 64);
+    t.side.room(32); // (so that copy_span may read 32 bytes from any side span)
     const char *const base[2] = {text.data(), t.side.data()};
     const char *const limit[2] = {text.data() + text.size(), t.side.data() + t.side.capacity()};
     const T::Tok *const toks = t.toks.b_;
