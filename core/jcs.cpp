@@ -577,6 +577,10 @@ struct detail::TapeState {
             order.release();
         if (names.capacity() > kKeep)
             names.release();
+        if (opens.capacity() > kKeep)
+            opens.release();
+        if (emit.capacity() > kKeep)
+            emit.release();
         if (side.capacity() > (size_t(1) << 20))
             side.release();
         toks.clear();
