@@ -1637,6 +1637,8 @@ void Parser::run_tape(detail::TapeState &t, const Options &o) {
     while (p < e && *p <= ' ' && json_ws(*p))                                                      \
     p++
 
+    bool member =
+        false; // the value to parse is an object member's (else an array element's or the root)
 value:
     if (p >= e)
         IDEM_FAIL("unexpected end of JSON text");
@@ -1659,7 +1661,7 @@ value:
             std::string_view unused;
             p = string_slow(t, k, q, &unused);
         }
-        goto after;
+        goto scalar;
     }
     case '{': {
         IDEM_TOKEN(k, T::Object);
@@ -1692,6 +1694,7 @@ value:
             goto after;
         }
         *t.opens.e_++ = {idx, T::kNotObject};
+        member = false;
         goto value;
     }
     case 't':
@@ -1722,7 +1725,7 @@ value:
             } else {
                 p = number_slow(t, k, p, exact);
             }
-            goto after;
+            goto scalar;
         }
         if (*p == 0xEF && e - p >= 3 && p[1] == 0xBB && p[2] == 0xBF)
             IDEM_FAIL("byte order mark in JSON text", "Send JSON text without a BOM.");
@@ -1771,7 +1774,16 @@ key:
     p++;
     if (p < e && *p == ' ') // (the usual ": ")
         p++;
+    member = true;
     goto value;
+
+scalar: // a string or number is complete; a member's value is usually followed by ", " and a name
+    if (member && p < e && *p == ',') {
+        p++;
+        if (p < e && *p == ' ')
+            p++;
+        goto key;
+    }
 
 after:
     if (t.opens.empty()) {
@@ -1795,6 +1807,7 @@ after:
                 p++;
             if (op.names != T::kNotObject)
                 goto key;
+            member = false;
             goto value;
         }
         const uint32_t end = static_cast<uint32_t>(tk - t.toks.b_);
