@@ -569,6 +569,13 @@ struct detail::TapeState {
     Buffer side; // canonical forms that differ from the text, unescaped escaped names
     size_t next_poll = 0;
     Tok *stop = nullptr; // (see tape_room)
+    // The key sequence of the last small object whose keys were all distinct, and its sorted
+    // order (member indices): an object with the same keys in the same sequence (arrays of
+    // objects of one shape) takes that order without sorting.
+    static constexpr size_t kShapeMax = 8;
+    uint64_t shape_keys[kShapeMax];
+    uint8_t shape_order[kShapeMax];
+    size_t shape_n = 0;
     void clear() noexcept {
         constexpr size_t kKeep = size_t(1) << 16; // elements
         if (toks.capacity() > kKeep)
@@ -589,6 +596,7 @@ struct detail::TapeState {
         opens.clear();
         emit.clear();
         side.clear();
+        shape_n = 0;
     }
 };
 
@@ -1510,6 +1518,61 @@ void close_object(detail::TapeState &t, const unsigned char *text, uint32_t ot, 
     k.off = static_cast<uint32_t>(t.order.size());
     k.len = static_cast<uint32_t>(n);
     k.end = end;
+    uint32_t *ord = t.order.e_; // (room: see tape_room)
+    if (n >= 2 && n <= T::kShapeMax) {
+        uint8_t perm[T::kShapeMax];
+        bool same = n == t.shape_n;
+        for (size_t i = 0; i < n && same; i++)
+            same = nb[i].key == t.shape_keys[i];
+        if (same) {
+            std::memcpy(perm, t.shape_order, n);
+        } else {
+            // Insertion sort of member indices by key; equal keys (rare: long common prefixes,
+            // duplicates) are ordered by tied_compare. Equal names meet there (they end up
+            // adjacent); the error then names the first duplicate in sorted order, as the
+            // streaming writer does.
+            bool ties = false, duplicates = false;
+            perm[0] = 0;
+            for (size_t i = 1; i < n; i++) {
+                const uint64_t key = nb[i].key;
+                size_t j = i;
+                while (j > 0) {
+                    const uint64_t pk = nb[perm[j - 1]].key;
+                    if (pk < key)
+                        break;
+                    if (pk == key) {
+                        ties = true;
+                        const int c = tied_compare(t, text, nb[perm[j - 1]].ref, nb[i].ref);
+                        duplicates |= c == 0;
+                        if (c <= 0)
+                            break;
+                    }
+                    perm[j] = perm[j - 1];
+                    j--;
+                }
+                perm[j] = static_cast<uint8_t>(i);
+            }
+            if (duplicates)
+                for (size_t i = 1; i < n; i++) {
+                    std::string_view a = member_name(t, text, nb[perm[i - 1]].ref);
+                    std::string_view b = member_name(t, text, nb[perm[i]].ref);
+                    if (a == b)
+                        duplicate_name(b);
+                }
+            t.shape_n = 0;
+            if (!ties) { // (distinct keys: the order depends on them alone)
+                for (size_t i = 0; i < n; i++)
+                    t.shape_keys[i] = nb[i].key;
+                std::memcpy(t.shape_order, perm, n);
+                t.shape_n = n;
+            }
+        }
+        for (size_t i = 0; i < n; i++)
+            ord[i] = static_cast<uint32_t>(nb[perm[i]].ref);
+        t.order.e_ = ord + n;
+        t.names.e_ = nb;
+        return;
+    }
     if (n <= 32) {
         // Insertion sort by key; equal keys (rare: long common prefixes, duplicates) are
         // ordered by tied_compare. Equal names meet there (they end up adjacent); the error
@@ -1551,7 +1614,6 @@ void close_object(detail::TapeState &t, const unsigned char *text, uint32_t ot, 
                 member_name(t, text, nb[i - 1].ref) == member_name(t, text, nb[i].ref))
                 duplicate_name(member_name(t, text, nb[i].ref));
     }
-    uint32_t *ord = t.order.e_; // (room: see tape_room)
     for (size_t i = 0; i < n; i++)
         ord[i] = static_cast<uint32_t>(nb[i].ref);
     t.order.e_ = ord + n;

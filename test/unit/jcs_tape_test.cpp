@@ -225,6 +225,42 @@ TEST(JcsTape, DuplicateNamesAfterUnescaping) {
     EXPECT_EQ(canon(R"({"abcdefgh2":1,"abcdefgh1":2})"), R"({"abcdefgh1":2,"abcdefgh2":1})");
 }
 
+TEST(JcsTape, ObjectsOfOneShapeReuseTheirOrder) {
+    // Same keys in the same sequence: the remembered order; another sequence: sorted afresh.
+    expect_same(
+        R"([{"b":1,"a":2,"c":3},{"b":4,"a":5,"c":6},{"c":7,"b":8,"a":9},{"b":0,"a":0,"c":0}])");
+    EXPECT_EQ(canon(R"([{"b":1,"a":2},{"b":3,"a":4},{"a":5,"b":6},{"b":7,"a":8}])"),
+              R"([{"a":2,"b":1},{"a":4,"b":3},{"a":5,"b":6},{"a":8,"b":7}])");
+    // Names equal in their first 8 bytes have equal keys: never remembered, always compared.
+    EXPECT_EQ(canon(R"([{"abcdefgh_y":1,"abcdefgh_x":2},{"abcdefgh_x":3,"abcdefgh_y":4},)"
+                    R"({"abcdefgh_y":5,"abcdefgh_x":6}])"),
+              R"([{"abcdefgh_x":2,"abcdefgh_y":1},{"abcdefgh_x":3,"abcdefgh_y":4},)"
+              R"({"abcdefgh_x":6,"abcdefgh_y":5}])");
+    expect_same(R"([{"abcdefgh_y":1,"abcdefgh_x":2},{"abcdefgh_x":3,"abcdefgh_y":4}])");
+    // A duplicate after objects of the same shape.
+    expect_same(R"([{"b":1,"a":2},{"b":1,"a":2},{"b":1,"b":2}])");
+    expect_same(R"([{"b":1,"a":2},{"b":1,"a":2},{"a":1,"\u0061":2}])");
+    EXPECT_EQ(fast(R"([{"b":1,"a":2},{"b":1,"a":2},{"b":1,"b":2}])").error.substr(0, 5), "22P02");
+    // Nested shapes, escaped names, and every size up to and past the remembered maximum.
+    expect_same(R"([{"y":{"q":1,"p":2},"x":[{"q":3,"p":4}]},{"y":{"q":5,"p":6},"x":[]}])");
+    expect_same(R"([{"\u0062":1,"a":2},{"b":3,"a":4},{"\u0062":5,"a":6}])");
+    for (int n = 1; n <= 12; n++) {
+        std::string obj = "{", arr = "[";
+        for (int i = n; i >= 1; i--)
+            obj += (i == n ? "\"k" : ",\"k") + std::to_string(i) + "\":" + std::to_string(i);
+        obj += "}";
+        for (int r = 0; r < 3; r++)
+            arr += (r ? "," : "") + obj;
+        expect_same(arr + "]");
+    }
+    // Writer reuse: nothing is remembered across documents.
+    idem::jcs::CanonicalWriter w;
+    idem::jcs::parse_into(R"([{"b":1,"a":2},{"b":3,"a":4}])", w);
+    EXPECT_EQ(w.result(), R"([{"a":2,"b":1},{"a":4,"b":3}])");
+    idem::jcs::parse_into(R"([{"a":1,"b":2},{"b":3,"a":4}])", w);
+    EXPECT_EQ(w.result(), R"([{"a":1,"b":2},{"a":4,"b":3}])");
+}
+
 TEST(JcsTape, StringsAndLiterals) {
     for (const char *s : {R"("")", R"("plain")", R"("Zo\u00eb")", R"("\u0000")", R"("a\"b")",
                           R"("\/\b\f\n\r\t\\")", R"("\u001f\u007f\u0080")", R"("\ud83d\ude00")",
@@ -433,8 +469,39 @@ class Gen {
             s += p[pick(sizeof p / sizeof *p)];
         s += '"';
     }
+    // An array of objects that share one sequence of names (the sorted-order reuse).
+    void shaped(std::string &s, int depth) {
+        std::vector<std::string> names;
+        size_t n = 1 + pick(9);
+        for (size_t i = 0; i < n; i++) {
+            std::string nm;
+            name(nm);
+            names.push_back(nm);
+        }
+        s += '[';
+        size_t count = 1 + pick(4);
+        for (size_t r = 0; r < count; r++) {
+            if (r)
+                s += ',';
+            s += '{';
+            for (size_t i = 0; i < n; i++) {
+                if (i)
+                    s += ',';
+                s += names[pick(8) == 0 ? pick(n) : i]; // (now and then a different name)
+                s += ':';
+                value(s, depth + 1);
+            }
+            s += '}';
+        }
+        s += ']';
+    }
     void value(std::string &s, int depth) {
         ws(s);
+        if (depth < 3 && pick(10) == 0) {
+            shaped(s, depth);
+            ws(s);
+            return;
+        }
         size_t k = depth > 5 ? 3 + pick(5) : pick(8);
         if (k == 0 || k == 1) {
             s += '{';
