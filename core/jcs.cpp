@@ -478,6 +478,129 @@ void detail::Buffer::grow(size_t n) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Tape: the state of the two-pass text canonicaliser, kept by the writer for reuse.
+
+namespace {
+
+// A growable array of trivially copyable T (no value-initialisation, appends inline).
+template <class T> class Pod {
+  public:
+    Pod() = default;
+    ~Pod() { std::free(b_); }
+    Pod(const Pod &) = delete;
+    Pod &operator=(const Pod &) = delete;
+    T *b_ = nullptr; // begin
+    T *e_ = nullptr; // end
+    T *c_ = nullptr; // end of capacity
+    size_t size() const noexcept { return static_cast<size_t>(e_ - b_); }
+    size_t capacity() const noexcept { return static_cast<size_t>(c_ - b_); }
+    bool empty() const noexcept { return e_ == b_; }
+    void clear() noexcept { e_ = b_; }
+    void release() noexcept {
+        std::free(b_);
+        b_ = e_ = c_ = nullptr;
+    }
+    // Room for n more elements.
+    void reserve_more(size_t n) {
+        if (static_cast<size_t>(c_ - e_) < n)
+            grow(n);
+    }
+    void push_back(const T &v) {
+        if (e_ == c_)
+            grow(1);
+        *e_++ = v;
+    }
+    T &back() noexcept { return e_[-1]; }
+    void pop_back() noexcept { e_--; }
+
+  private:
+    void grow(size_t n) {
+        size_t size = this->size(), cap = capacity();
+        if (n > (SIZE_MAX / sizeof(T)) / 2 - size)
+            throw std::bad_alloc();
+        size_t want = cap < 64 ? 64 : cap * 2;
+        if (want < size + n)
+            want = size + n;
+        void *p = std::realloc(b_, want * sizeof(T));
+        if (p == nullptr)
+            throw std::bad_alloc();
+        b_ = static_cast<T *>(p);
+        e_ = b_ + size;
+        c_ = b_ + want;
+    }
+};
+
+} // namespace
+
+struct detail::TapeState {
+    enum Kind : uint32_t { InText = 0, InSide = 1, Object = 2, Array = 3 };
+    // One per value and member name, in text order. Spans hold canonical bytes.
+    struct Tok {
+        uint32_t off;  // span: offset in the text (InText) or side (InSide); object: in order
+        uint32_t len;  // span: length; object: member count
+        uint32_t end;  // containers: index of the token after their last member or element
+        uint32_t kind; // Kind
+    };
+    // An open container.
+    struct Open {
+        uint32_t tok;
+        uint32_t names; // objects: their names start at names[names]; arrays: kNotObject
+    };
+    static constexpr uint32_t kNotObject = 0xFFFFFFFF;
+    // A container being written.
+    struct Emit {
+        const uint32_t *ord; // objects: the next member name token in order
+        uint32_t left;       // objects: members still to write
+        uint32_t end;
+        uint32_t object;
+    };
+    Pod<Tok> toks;
+    // The member names of the open objects. key: the first 8 bytes of the unescaped name as a
+    // big-endian integer (see name_key); ref: the name's token in the low 32 bits, and for an
+    // escaped name the side offset of [uint32 length][unescaped bytes] in the high ones.
+    struct Name {
+        uint64_t key;
+        uint64_t ref;
+    };
+    Pod<Name> names;
+    Pod<uint32_t> order; // each object's member name tokens, sorted
+    Pod<Open> opens;
+    Pod<Emit> emit;
+    Buffer side; // canonical forms that differ from the text, unescaped escaped names
+    size_t next_poll = 0;
+    Tok *stop = nullptr; // (see tape_room)
+    // The key sequence of the last small object whose keys were all distinct, and its sorted
+    // order (member indices): an object with the same keys in the same sequence (arrays of
+    // objects of one shape) takes that order without sorting.
+    static constexpr size_t kShapeMax = 8;
+    uint64_t shape_keys[kShapeMax];
+    uint8_t shape_order[kShapeMax];
+    size_t shape_n = 0;
+    void clear() noexcept {
+        constexpr size_t kKeep = size_t(1) << 16; // elements
+        if (toks.capacity() > kKeep)
+            toks.release();
+        if (order.capacity() > kKeep)
+            order.release();
+        if (names.capacity() > kKeep)
+            names.release();
+        if (opens.capacity() > kKeep)
+            opens.release();
+        if (emit.capacity() > kKeep)
+            emit.release();
+        if (side.capacity() > (size_t(1) << 20))
+            side.release();
+        toks.clear();
+        names.clear();
+        order.clear();
+        opens.clear();
+        emit.clear();
+        side.clear();
+        shape_n = 0;
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
 // CanonicalWriter
 
 struct CanonicalWriter::Member {
@@ -553,7 +676,9 @@ void CanonicalWriter::reset() {
     out_.clear();
     scratch_.clear();
     keys_.clear();
-    out_.room(256); // never a null data pointer
+    if (tape_)
+        tape_->clear(); // (frees its buffers after a huge document)
+    out_.room(256);     // never a null data pointer
     scratch_.room(256);
     members_.clear();
 }
@@ -870,6 +995,8 @@ class Parser {
         : p_(reinterpret_cast<const unsigned char *>(text.data())), b_(p_), e_(p_ + text.size()),
           w_(w) {}
     void run();
+    // Parses the whole text into t (cleared first): tokens, sorted member orders, side bytes.
+    void run_tape(detail::TapeState &t, const Options &o);
 
   private:
     [[noreturn]] void fail(const char *msg, const char *hint = nullptr) const {
@@ -884,6 +1011,10 @@ class Parser {
     unsigned hex4();
     void literal(const char *word, size_t len);
     void number();
+    const unsigned char *string_slow(detail::TapeState &t, detail::TapeState::Tok *k,
+                                     const unsigned char *q, std::string_view *value);
+    const unsigned char *number_slow(detail::TapeState &t, detail::TapeState::Tok *k,
+                                     const unsigned char *s, bool exact);
 
     const unsigned char *p_;
     const unsigned char *b_;
@@ -1174,10 +1305,728 @@ void Parser::run() {
     }
 }
 
+// The sort key of a member name s[0..n): its first 8 bytes as a big-endian integer,
+// zero-padded, with the UTF-8 lead bytes EE and EF (U+E000..U+FFFF) raised to FE and FF (bytes
+// that UTF-8 never uses) so that they sort after F0..F4 (the supplementary planes, which UTF-16
+// writes as surrogates D800..DFFF). Integer order is then UTF-16 code unit order of the names
+// wherever the keys differ; equal keys need a full comparison. Bytes up to limit may be read.
+inline uint64_t name_key(const char *s, size_t n, const char *limit) noexcept {
+    uint64_t w = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
+    if (n >= 8) {
+        std::memcpy(&w, s, 8);
+    } else if (limit - s >= 8) {
+        std::memcpy(&w, s, 8);
+        w &= (uint64_t(1) << (8 * n)) - 1;
+    } else {
+        std::memcpy(&w, s, n);
+    }
+    w = __builtin_bswap64(w);
+#else
+    (void)limit;
+    for (size_t i = 0; i < 8; i++)
+        w = (w << 8) | (i < n ? static_cast<unsigned char>(s[i]) : 0u);
+#endif
+    if ((w & 0x8080808080808080u) != 0) {
+        for (int sh = 0; sh < 64; sh += 8) {
+            uint64_t c = (w >> sh) & 0xFF;
+            if (c == 0xEE || c == 0xEF)
+                w += uint64_t(0x10) << sh;
+        }
+    }
+    return w;
+}
+
+[[noreturn]] void too_deep(unsigned max_depth) {
+    throw Error(sqlstate::statement_too_complex, "JSON nesting is too deep",
+                "More than " + std::to_string(max_depth) + " nested arrays or objects.");
+}
+
+[[noreturn]] void duplicate_name(std::string_view name) {
+    std::string shown = quoted_string(name.substr(0, 200));
+    throw Error(kMalformed, "duplicate member name in JSON object",
+                "The name " + shown + " occurs more than once (after unescaping).",
+                "I-JSON (RFC 7493) forbids duplicate names.");
+}
+
+inline bool is_digit(unsigned char c) noexcept {
+    return static_cast<unsigned char>(c - '0') < 10;
+}
+
+// Bytes that a number token takes in (the token is then checked as a whole).
+struct NumberCharTable {
+    bool t[256];
+    constexpr NumberCharTable() : t() {
+        for (unsigned char c :
+             {'0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '.', 'e', 'E', '+', '-'})
+            t[c] = true;
+    }
+};
+constexpr NumberCharTable kNumberChar;
+inline bool number_char(unsigned char c) noexcept {
+    return kNumberChar.t[c];
+}
+
+inline bool json_ws(unsigned char c) noexcept {
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+// The closing quote of the string token whose opening quote is at q, when the string holds
+// only printable ASCII without '\\' (the common case: its canonical form is its text); else
+// nullptr.
+inline const unsigned char *plain_string_end(const unsigned char *q,
+                                             const unsigned char *e) noexcept {
+    const unsigned char *s = q + 1;
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"');
+    const __m128i bslash = _mm_set1_epi8('\\');
+    const __m128i space = _mm_set1_epi8(0x20);
+    while (e - s >= 16) {
+        __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s));
+        // (signed compare: bytes below 0x20 and bytes >= 0x80)
+        __m128i bad =
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)),
+                         _mm_cmplt_epi8(x, space));
+        unsigned m = static_cast<unsigned>(_mm_movemask_epi8(bad));
+        if (m != 0) {
+            s += __builtin_ctz(m);
+            return *s == '"' ? s : nullptr;
+        }
+        s += 16;
+    }
+#endif
+    while (s < e && *s >= 0x20 && *s < 0x80 && *s != '"' && *s != '\\')
+        s++;
+    return s < e && *s == '"' ? s : nullptr;
+}
+
+// The canonical span of the number token at s, when it is a part of the text: a number without
+// exponent whose text is already its ECMAScript form apart from trailing zeros in its fraction.
+// It has at most 15 significant digits (so the decimal is the shortest one that round-trips
+// through a double, and exact mode keeps the same digits) and a magnitude in the fixed-notation
+// range (>= 1e-6; < 1e15 here). Sets *end to the end of the token. nullptr: use write_number.
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+inline const unsigned char *
+number_span(const unsigned char *s, const unsigned char *e, const unsigned char **end,
+            size_t *len) noexcept {
+    const unsigned char *q = s + (*s == '-');
+    const unsigned char *r = q;
+    while (r < e && is_digit(*r))
+        r++;
+    const size_t il = static_cast<size_t>(r - q);
+    if (il == 0 || (il > 1 && *q == '0'))
+        return nullptr;
+    if (r < e && *r == '.') {
+        const unsigned char *f = ++r;
+        while (r < e && is_digit(*r))
+            r++;
+        if (r == f || (r < e && number_char(*r)))
+            return nullptr;
+        *end = r;
+        const unsigned char *fe = r;
+        while (fe > f && fe[-1] == '0')
+            fe--;
+        if (fe != f) {
+            if (*q != '0') {
+                if (il + static_cast<size_t>(fe - f) > 15)
+                    return nullptr;
+            } else {
+                const unsigned char *d = f;
+                while (*d == '0') // (fe[-1] != '0': stops before fe)
+                    d++;
+                if (d - f > 5 || fe - d > 15)
+                    return nullptr;
+            }
+            *len = static_cast<size_t>(fe - s);
+            return s;
+        }
+        // A zero fraction: an integer value.
+    } else {
+        if (r < e && number_char(*r))
+            return nullptr;
+        *end = r;
+    }
+    if (*q == '0') {
+        *len = 1; // "0" for -0, 0.0, -0.000 ...
+        return q;
+    }
+    if (il > 15)
+        return nullptr;
+    *len = static_cast<size_t>(q + il - s);
+    return s;
+}
+
+#if defined(__GNUC__)
+#define IDEM_INLINE inline __attribute__((always_inline))
+#define IDEM_NOINLINE __attribute__((noinline))
+#define IDEM_LIKELY(x) __builtin_expect(!!(x), 1)
+#else
+#define IDEM_INLINE inline
+#define IDEM_NOINLINE
+#define IDEM_LIKELY(x) (x)
+#endif
+
+// Grows the tape or polls the interrupt callback (every 4096 tokens); returns the new write
+// position (tokens are written at tk until tk == stop).
+IDEM_NOINLINE detail::TapeState::Tok *tape_room(detail::TapeState &t, detail::TapeState::Tok *tk,
+                                                const Options &o) {
+    t.toks.e_ = tk;
+    if (t.toks.size() >= t.next_poll) {
+        t.next_poll += 4096;
+        if (o.interrupted != nullptr && o.interrupted())
+            throw Interrupted();
+    }
+    t.toks.reserve_more(1);
+    // Every name, open container and order entry is (or names) a token: with room for as many
+    // as the tape, they need no checks of their own.
+    const size_t cap = t.toks.capacity();
+    t.names.reserve_more(cap - t.names.size());
+    t.opens.reserve_more(cap - t.opens.size());
+    t.order.reserve_more(cap - t.order.size());
+    t.stop = t.toks.b_ + t.next_poll < t.toks.c_ ? t.toks.b_ + t.next_poll : t.toks.c_;
+    return t.toks.e_;
+}
+
+// The unescaped name of a member (see TapeState::names).
+std::string_view member_name(const detail::TapeState &t, const unsigned char *text, uint64_t ref) {
+    uint32_t hi = static_cast<uint32_t>(ref >> 32);
+    if (hi == 0) {
+        const detail::TapeState::Tok &k = t.toks.b_[static_cast<uint32_t>(ref)];
+        return std::string_view(reinterpret_cast<const char *>(text) + k.off + 1, k.len - 2);
+    }
+    uint32_t len;
+    std::memcpy(&len, t.side.data() + hi, 4);
+    return std::string_view(t.side.data() + hi + 4, len);
+}
+
+// Compares two member names whose keys are equal (a full comparison).
+IDEM_NOINLINE int tied_compare(const detail::TapeState &t, const unsigned char *text, uint64_t ra,
+                               uint64_t rb) {
+    return compare_utf16(member_name(t, text, ra), member_name(t, text, rb));
+}
+
+// Closes the object whose token is ot and whose member names start at names[first]: sorts
+// them (22P02 for duplicates) and appends their tokens to order. end: the next token.
+void close_object(detail::TapeState &t, const unsigned char *text, uint32_t ot, uint32_t first,
+                  uint32_t end) {
+    using T = detail::TapeState;
+    T::Name *const nb = t.names.b_ + first, *const ne = t.names.e_;
+    const size_t n = static_cast<size_t>(ne - nb);
+    T::Tok &k = t.toks.b_[ot];
+    k.off = static_cast<uint32_t>(t.order.size());
+    k.len = static_cast<uint32_t>(n);
+    k.end = end;
+    uint32_t *ord = t.order.e_; // (room: see tape_room)
+    if (n >= 2 && n <= T::kShapeMax) {
+        uint8_t perm[T::kShapeMax];
+        bool same = n == t.shape_n;
+        for (size_t i = 0; i < n && same; i++)
+            same = nb[i].key == t.shape_keys[i];
+        if (same) {
+            std::memcpy(perm, t.shape_order, n);
+        } else {
+            // Insertion sort of member indices by key; equal keys (rare: long common prefixes,
+            // duplicates) are ordered by tied_compare. Equal names meet there (they end up
+            // adjacent); the error then names the first duplicate in sorted order, as the
+            // streaming writer does.
+            bool ties = false, duplicates = false;
+            perm[0] = 0;
+            for (size_t i = 1; i < n; i++) {
+                const uint64_t key = nb[i].key;
+                size_t j = i;
+                while (j > 0) {
+                    const uint64_t pk = nb[perm[j - 1]].key;
+                    if (pk < key)
+                        break;
+                    if (pk == key) {
+                        ties = true;
+                        const int c = tied_compare(t, text, nb[perm[j - 1]].ref, nb[i].ref);
+                        duplicates |= c == 0;
+                        if (c <= 0)
+                            break;
+                    }
+                    perm[j] = perm[j - 1];
+                    j--;
+                }
+                perm[j] = static_cast<uint8_t>(i);
+            }
+            if (duplicates)
+                for (size_t i = 1; i < n; i++) {
+                    std::string_view a = member_name(t, text, nb[perm[i - 1]].ref);
+                    std::string_view b = member_name(t, text, nb[perm[i]].ref);
+                    if (a == b)
+                        duplicate_name(b);
+                }
+            t.shape_n = 0;
+            if (!ties) { // (distinct keys: the order depends on them alone)
+                for (size_t i = 0; i < n; i++)
+                    t.shape_keys[i] = nb[i].key;
+                std::memcpy(t.shape_order, perm, n);
+                t.shape_n = n;
+            }
+        }
+        for (size_t i = 0; i < n; i++)
+            ord[i] = static_cast<uint32_t>(nb[perm[i]].ref);
+        t.order.e_ = ord + n;
+        t.names.e_ = nb;
+        return;
+    }
+    if (n <= 32) {
+        // Insertion sort by key; equal keys (rare: long common prefixes, duplicates) are
+        // ordered by tied_compare. Equal names meet there (they end up adjacent); the error
+        // then names the first duplicate in sorted order, as the streaming writer does.
+        bool duplicates = false;
+        for (size_t i = 1; i < n; i++) {
+            const uint64_t key = nb[i].key, ref = nb[i].ref;
+            size_t j = i;
+            while (j > 0) {
+                const uint64_t pk = nb[j - 1].key;
+                if (pk < key)
+                    break;
+                if (pk == key) {
+                    const int c = tied_compare(t, text, nb[j - 1].ref, ref);
+                    duplicates |= c == 0;
+                    if (c <= 0)
+                        break;
+                }
+                nb[j].key = pk;
+                nb[j].ref = nb[j - 1].ref;
+                j--;
+            }
+            nb[j].key = key;
+            nb[j].ref = ref;
+        }
+        if (duplicates)
+            for (size_t i = 1; i < n; i++)
+                if (nb[i - 1].key == nb[i].key &&
+                    member_name(t, text, nb[i - 1].ref) == member_name(t, text, nb[i].ref))
+                    duplicate_name(member_name(t, text, nb[i].ref));
+    } else {
+        std::sort(nb, ne, [&](const T::Name &x, const T::Name &y) {
+            if (x.key != y.key)
+                return x.key < y.key;
+            return compare_utf16(member_name(t, text, x.ref), member_name(t, text, y.ref)) < 0;
+        });
+        for (size_t i = 1; i < n; i++)
+            if (nb[i - 1].key == nb[i].key &&
+                member_name(t, text, nb[i - 1].ref) == member_name(t, text, nb[i].ref))
+                duplicate_name(member_name(t, text, nb[i].ref));
+    }
+    for (size_t i = 0; i < n; i++)
+        ord[i] = static_cast<uint32_t>(nb[i].ref);
+    t.order.e_ = ord + n;
+    t.names.e_ = nb;
+}
+
+// A string token at q that plain_string_end does not take: decoded and, when it has escapes,
+// written canonically to side (k becomes InSide). Returns the end of the token; *value is the
+// unescaped text when it is not in the input (valid until the next string), else null.
+IDEM_NOINLINE const unsigned char *Parser::string_slow(detail::TapeState &t,
+                                                       detail::TapeState::Tok *k,
+                                                       const unsigned char *q,
+                                                       std::string_view *value) {
+    p_ = q;
+    std::string_view v = string();
+    if (v.data() == reinterpret_cast<const char *>(q) + 1) { // UTF-8 without escapes
+        k->off = static_cast<uint32_t>(q - b_);
+        k->len = static_cast<uint32_t>(p_ - q);
+        *value = {};
+    } else {
+        k->kind = detail::TapeState::InSide;
+        k->off = static_cast<uint32_t>(t.side.size());
+        k->len = static_cast<uint32_t>(append_quoted(t.side, v));
+        *value = v;
+    }
+    return p_;
+}
+
+// A number token at s that number_span does not take: through write_number into side.
+IDEM_NOINLINE const unsigned char *Parser::number_slow(detail::TapeState &t,
+                                                       detail::TapeState::Tok *k,
+                                                       const unsigned char *s, bool exact) {
+    const unsigned char *p = s;
+    if (*p == '-')
+        p++;
+    if (p < e_ && (*p == 'I' || *p == 'N')) {
+        p_ = p;
+        fail("NaN and Infinity are not JSON numbers", "I-JSON allows only finite numbers.");
+    }
+    while (p < e_ && number_char(*p))
+        p++;
+    std::string_view text(reinterpret_cast<const char *>(s), p - s);
+    const size_t off = t.side.size();
+    try {
+        t.side.set_end(write_number(text, exact, t.side.room(number_bound(text.size()))));
+    } catch (const Error &err) {
+        if (std::strcmp(err.sqlstate(), kMalformed) != 0)
+            throw;
+        p_ = s;
+        fail("invalid JSON number");
+    }
+    k->kind = detail::TapeState::InSide;
+    k->off = static_cast<uint32_t>(off);
+    k->len = static_cast<uint32_t>(t.side.size() - off);
+    return p;
+}
+
+void Parser::run_tape(detail::TapeState &t, const Options &o) {
+    using T = detail::TapeState;
+    t.clear();
+    const bool exact = o.exact_numbers;
+    const size_t max_depth = o.max_depth;
+    const unsigned char *p = p_;
+    const unsigned char *const b = b_;
+    const unsigned char *const e = e_;
+    // Tokens are written at tk; at t.stop, tape_room grows the tape or polls.
+    t.next_poll = 4096;
+    T::Tok *tk = tape_room(t, t.toks.b_, o);
+    T::Tok *stop = t.stop;
+#define IDEM_TOKEN(k, kind_)                                                                       \
+    if (tk == stop) {                                                                              \
+        tk = tape_room(t, tk, o);                                                                  \
+        stop = t.stop;                                                                             \
+    }                                                                                              \
+    T::Tok *const k = tk++;                                                                        \
+    k->kind = (kind_)
+#define IDEM_FAIL(...)                                                                             \
+    do {                                                                                           \
+        p_ = p;                                                                                    \
+        fail(__VA_ARGS__);                                                                         \
+    } while (0)
+#define IDEM_WS()                                                                                  \
+    while (p < e && *p <= ' ' && json_ws(*p))                                                      \
+    p++
+
+    bool member =
+        false; // the value to parse is an object member's (else an array element's or the root)
+value:
+    if (p >= e)
+        IDEM_FAIL("unexpected end of JSON text");
+    switch (*p) {
+    case ' ':
+    case '\n':
+    case '\r':
+    case '\t':
+        p++;
+        IDEM_WS();
+        goto value;
+    case '"': {
+        IDEM_TOKEN(k, T::InText);
+        const unsigned char *q = p;
+        if (const unsigned char *c = plain_string_end(q, e)) {
+            p = c + 1;
+            k->off = static_cast<uint32_t>(q - b);
+            k->len = static_cast<uint32_t>(p - q);
+        } else {
+            std::string_view unused;
+            p = string_slow(t, k, q, &unused);
+        }
+        goto scalar;
+    }
+    case '{': {
+        IDEM_TOKEN(k, T::Object);
+        if (t.opens.size() >= max_depth)
+            too_deep(o.max_depth);
+        const uint32_t idx = static_cast<uint32_t>(k - t.toks.b_);
+        p++;
+        if (p < e && *p != '}' && *p != '"')
+            IDEM_WS();
+        if (p < e && *p == '}') {
+            p++;
+            k->off = 0;
+            k->len = 0;
+            k->end = idx + 1;
+            goto after;
+        }
+        *t.opens.e_++ = {idx, static_cast<uint32_t>(t.names.size())}; // (room: see tape_room)
+        goto key;
+    }
+    case '[': {
+        IDEM_TOKEN(k, T::Array);
+        if (t.opens.size() >= max_depth)
+            too_deep(o.max_depth);
+        const uint32_t idx = static_cast<uint32_t>(k - t.toks.b_);
+        p++;
+        IDEM_WS();
+        if (p < e && *p == ']') {
+            p++;
+            k->end = idx + 1;
+            goto after;
+        }
+        *t.opens.e_++ = {idx, T::kNotObject};
+        member = false;
+        goto value;
+    }
+    case 't':
+    case 'f':
+    case 'n': {
+        IDEM_TOKEN(k, T::InText);
+        const char *word = *p == 't' ? "true" : *p == 'f' ? "false" : "null";
+        const size_t len = *p == 'f' ? 5 : 4;
+        if (static_cast<size_t>(e - p) < len || std::memcmp(p, word, len) != 0)
+            IDEM_FAIL("invalid JSON literal");
+        k->off = static_cast<uint32_t>(p - b);
+        k->len = static_cast<uint32_t>(len);
+        p += len;
+        goto after;
+    }
+    case 'N':
+    case 'I':
+        IDEM_FAIL("NaN and Infinity are not JSON numbers", "I-JSON allows only finite numbers.");
+    default:
+        if (*p == '-' || is_digit(*p)) {
+            IDEM_TOKEN(k, T::InText);
+            const unsigned char *end;
+            size_t len;
+            if (const unsigned char *span = number_span(p, e, &end, &len)) {
+                p = end;
+                k->off = static_cast<uint32_t>(span - b);
+                k->len = static_cast<uint32_t>(len);
+            } else {
+                p = number_slow(t, k, p, exact);
+            }
+            goto scalar;
+        }
+        if (*p == 0xEF && e - p >= 3 && p[1] == 0xBB && p[2] == 0xBF)
+            IDEM_FAIL("byte order mark in JSON text", "Send JSON text without a BOM.");
+        IDEM_FAIL("unexpected character in JSON text");
+    }
+
+key:
+    if (p >= e || *p != '"') {
+        IDEM_WS();
+        if (p >= e || *p != '"')
+            IDEM_FAIL("expected a member name (a string) in JSON object");
+    }
+    {
+        IDEM_TOKEN(k, T::InText);
+        const uint32_t idx = static_cast<uint32_t>(k - t.toks.b_);
+        const unsigned char *q = p;
+        T::Name *nm = t.names.e_++; // (room: see tape_room)
+        if (const unsigned char *c = plain_string_end(q, e)) {
+            p = c + 1;
+            k->off = static_cast<uint32_t>(q - b);
+            k->len = static_cast<uint32_t>(p - q);
+            nm->key = name_key(reinterpret_cast<const char *>(q) + 1, c - q - 1,
+                               reinterpret_cast<const char *>(e));
+            nm->ref = idx;
+        } else {
+            std::string_view v;
+            p = string_slow(t, k, q, &v);
+            if (v.data() == nullptr) {
+                nm->key = name_key(reinterpret_cast<const char *>(q) + 1, p - q - 2,
+                                   reinterpret_cast<const char *>(e));
+                nm->ref = idx;
+            } else {
+                nm->key = name_key(v.data(), v.size(), v.data() + v.size());
+                const uint32_t len = static_cast<uint32_t>(v.size());
+                nm->ref = idx | static_cast<uint64_t>(t.side.size()) << 32; // (never 0)
+                t.side.append(reinterpret_cast<const char *>(&len), 4);
+                t.side.append(v.data(), v.size());
+            }
+        }
+    }
+    if (p >= e || *p != ':') {
+        IDEM_WS();
+        if (p >= e || *p != ':')
+            IDEM_FAIL("expected ':' after a member name in JSON object");
+    }
+    p++;
+    if (p < e && *p == ' ') // (the usual ": ")
+        p++;
+    member = true;
+    goto value;
+
+scalar: // a string or number is complete; a member's value is usually followed by ", " and a name
+    if (member && p < e && *p == ',') {
+        p++;
+        if (p < e && *p == ' ')
+            p++;
+        goto key;
+    }
+
+after:
+    if (t.opens.empty()) {
+        IDEM_WS();
+        if (p != e)
+            IDEM_FAIL("unexpected text after the JSON value");
+        t.toks.e_ = tk;
+        return;
+    }
+    if (p >= e || json_ws(*p)) {
+        IDEM_WS();
+        if (p >= e)
+            IDEM_FAIL("unexpected end of JSON text");
+    }
+    {
+        const T::Open op = t.opens.back();
+        const unsigned char c = *p;
+        if (c == ',') {
+            p++;
+            if (p < e && *p == ' ') // (the usual ", ")
+                p++;
+            if (op.names != T::kNotObject)
+                goto key;
+            member = false;
+            goto value;
+        }
+        const uint32_t end = static_cast<uint32_t>(tk - t.toks.b_);
+        if (op.names != T::kNotObject) {
+            if (c != '}')
+                IDEM_FAIL("expected ',' or '}' in JSON object");
+            p++;
+            close_object(t, b, op.tok, op.names, end);
+        } else {
+            if (c != ']')
+                IDEM_FAIL("expected ',' or ']' in JSON array");
+            p++;
+            t.toks.b_[op.tok].end = end;
+        }
+        t.opens.pop_back();
+        goto after;
+    }
+#undef IDEM_TOKEN
+#undef IDEM_FAIL
+#undef IDEM_WS
+}
+
+// Copies a span of n bytes at src, which may be read up to limit, to o; returns the end. Room
+// for 32 bytes more than n at o.
+inline char *copy_span(char *o, const char *src, size_t n, const char *limit) noexcept {
+    if (n <= 32 && limit - src >= 32) {
+        std::memcpy(o, src, 16);
+        std::memcpy(o + 16, src + 16, 16);
+    } else {
+        std::memcpy(o, src, n);
+    }
+    return o + n;
+}
+
 } // namespace
+
+void CanonicalWriter::parse_tape(std::string_view text) {
+    using T = detail::TapeState;
+    if (!tape_)
+        tape_ = std::make_unique<T>();
+    T &t = *tape_;
+    Parser(text, *this).run_tape(t, opts_);
+    // Second pass: write every token once, each object's members in their sorted order.
+    // (Text spans are disjoint parts of the text, side spans of side; at most 2 bytes of
+    // punctuation per token; copy_span writes up to 32 bytes past the end.)
+    char *o = out_.room(text.size() + t.side.size() + 2 * t.toks.size() + 64);
+    t.side.room(32); // (so that copy_span may read 32 bytes from any side span)
+    const char *const base[2] = {text.data(), t.side.data()};
+    const char *const limit[2] = {text.data() + text.size(), t.side.data() + t.side.capacity()};
+    const T::Tok *const toks = t.toks.b_;
+    const uint32_t *const order = t.order.b_;
+    uint32_t i = 0; // the value to write
+    uint32_t next;  // the token after the value just written
+#define IDEM_COPY(k) o = copy_span(o, base[(k).kind] + (k).off, (k).len, limit[(k).kind])
+value : {
+    const T::Tok &k = toks[i];
+    if (k.kind <= T::InSide) {
+        IDEM_COPY(k);
+        next = i + 1;
+        goto up;
+    }
+    if (k.kind == T::Object) {
+        *o++ = '{';
+        if (k.len == 0) {
+            *o++ = '}';
+            next = k.end;
+            goto up;
+        }
+        t.emit.push_back({order + k.off, k.len, k.end, 1});
+        goto members;
+    }
+    *o++ = '[';
+    if (k.end == i + 1) {
+        *o++ = ']';
+        next = k.end;
+        goto up;
+    }
+    t.emit.push_back({nullptr, 0, k.end, 0});
+    i++;
+    goto elements;
+}
+members : { // the object on top has f.left > 0 members to write, the next at f.ord
+    T::Emit &f = t.emit.back();
+    for (;;) {
+        const uint32_t kt = *f.ord++;
+        IDEM_COPY(toks[kt]);
+        *o++ = ':';
+        f.left--;
+        const T::Tok &v = toks[kt + 1];
+        if (v.kind > T::InSide) {
+            i = kt + 1;
+            goto value;
+        }
+        IDEM_COPY(v);
+        if (f.left == 0)
+            break;
+        *o++ = ',';
+    }
+    *o++ = '}';
+    next = f.end;
+    t.emit.pop_back();
+    goto up;
+}
+elements : { // the array on top has its next element at i
+    T::Emit &f = t.emit.back();
+    for (;;) {
+        const T::Tok &v = toks[i];
+        if (v.kind > T::InSide)
+            goto value;
+        IDEM_COPY(v);
+        if (++i == f.end)
+            break;
+        *o++ = ',';
+    }
+    *o++ = ']';
+    next = f.end;
+    t.emit.pop_back();
+    goto up;
+}
+up: // the value before token next is complete
+    if (t.emit.empty()) {
+        out_.set_end(o);
+        done_ = true;
+        return;
+    }
+    {
+        T::Emit &f = t.emit.back();
+        if (f.object) {
+            if (f.left != 0) {
+                *o++ = ',';
+                goto members;
+            }
+            *o++ = '}';
+        } else {
+            if (next != f.end) {
+                *o++ = ',';
+                i = next;
+                goto elements;
+            }
+            *o++ = ']';
+        }
+        next = f.end;
+        t.emit.pop_back();
+        goto up;
+    }
+#undef IDEM_COPY
+}
 
 void parse_into(std::string_view text, CanonicalWriter &w) {
     w.reset();
+    // The tape's 32-bit offsets would cover texts up to 64 MiB (canonical numbers in the side
+    // buffer can be ~20x their text); it takes up to 16 bytes per token, so bigger texts (and
+    // filters) go through the streaming writer.
+    if (!w.filtering_ && text.size() <= (size_t(16) << 20)) {
+        w.parse_tape(text);
+        return;
+    }
     Parser(text, w).run();
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,6 +86,9 @@ class Buffer {
     size_t cap_ = 0;
 };
 
+// Reusable state of the two-pass text canonicaliser (jcs.cpp).
+struct TapeState;
+
 } // namespace detail
 
 // Builds canonical JSON from a stream of events. Object members are buffered and sorted by
@@ -126,8 +130,11 @@ class CanonicalWriter {
     Digest digest() const;
 
   private:
+    friend void parse_into(std::string_view text, CanonicalWriter &w);
     struct Frame;
     struct Member;
+    // parse_into without filters: a tape of tokens, then one ordered write of out_.
+    void parse_tape(std::string_view text);
     void before_value();
     void child_filter(const Frame &parent, std::string_view name, int64_t index);
     void child_done(bool kept, size_t start);
@@ -155,6 +162,7 @@ class CanonicalWriter {
     size_t pend_start_ = 0;
     // Array indices parsed from the paths (-1 when the element is not an index).
     std::vector<std::vector<int64_t>> ex_idx_, in_idx_;
+    std::unique_ptr<detail::TapeState> tape_; // created by the first parse_tape
 };
 
 // Parses raw JSON text strictly (RFC 8259 grammar, I-JSON: no duplicate member names after

@@ -1,0 +1,578 @@
+// The two-pass text canonicaliser (parse_into without filters) against the streaming writer
+// (the path that filters take): number fast paths at their edges, member name order and
+// duplicates, and random documents and mutations of them, byte for byte and error for error.
+#include "error.hpp"
+#include "jcs.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+using idem::jcs::canonicalize_text;
+using idem::jcs::Options;
+
+namespace {
+
+const std::string kDir = std::string(IDEM_VECTORS_DIR) + "/jcs";
+
+// The outcome of canonicalising: the text, or the error's SQLSTATE, message and detail.
+struct Outcome {
+    std::string text;
+    std::string error;
+    bool operator==(const Outcome &o) const { return text == o.text && error == o.error; }
+};
+
+std::ostream &operator<<(std::ostream &os, const Outcome &o) {
+    return os << (o.error.empty() ? "ok: " + o.text : "error: " + o.error);
+}
+
+Outcome run(const std::string &text, Options o) {
+    Outcome r;
+    try {
+        r.text = canonicalize_text(text, o);
+    } catch (const idem::Error &e) {
+        r.error = std::string(e.sqlstate()) + " " + e.what() + " / " + e.detail();
+    }
+    return r;
+}
+
+// The two-pass path (no filters).
+Outcome fast(const std::string &text, bool exact = false) {
+    Options o;
+    o.exact_numbers = exact;
+    return run(text, o);
+}
+
+// The streaming writer: an exclude filter that matches nothing (no valid member name is the
+// byte 0xFF) sends the text through it.
+Outcome reference(const std::string &text, bool exact = false) {
+    Options o;
+    o.exact_numbers = exact;
+    o.exclude = {{"\xff"}};
+    return run(text, o);
+}
+
+std::string canon(const std::string &text, bool exact = false) {
+    Outcome r = fast(text, exact);
+    EXPECT_EQ(r.error, "") << text;
+    return r.text;
+}
+
+void expect_same(const std::string &text) {
+    for (bool exact : {false, true})
+        ASSERT_EQ(fast(text, exact), reference(text, exact)) << "exact=" << exact << " " << text;
+}
+
+} // namespace
+
+TEST(JcsTape, NumbersCsvThroughTheParser) {
+    std::ifstream f(kDir + "/numbers.csv");
+    ASSERT_TRUE(f.good());
+    std::string line;
+    size_t lines = 0;
+    while (std::getline(f, line)) {
+        if (line.empty())
+            continue;
+        lines++;
+        size_t a = line.find(','), b = line.find(',', a + 1);
+        std::string input = line.substr(a + 1, b - a - 1);
+        std::string expected = line.substr(b + 1);
+        ASSERT_EQ(canon(input), expected) << line;
+        ASSERT_EQ(canon("[" + input + "," + expected + "]"), "[" + expected + "," + expected + "]")
+            << line;
+        ASSERT_EQ(fast(input, true), reference(input, true)) << line;
+    }
+    EXPECT_EQ(lines, 20034u);
+}
+
+TEST(JcsTape, NumberFastPathEdges) {
+    struct Case {
+        const char *in, *strict;
+    };
+    const Case cases[] = {
+        {"0", "0"},
+        {"-0", "0"},
+        {"0.0", "0"},
+        {"-0.0", "0"},
+        {"-0.000", "0"},
+        {"1.0", "1"},
+        {"-1.50", "-1.5"},
+        {"1999.50", "1999.5"},
+        {"10", "10"},
+        {"100.000", "100"},
+        {"123456789012345", "123456789012345"},         // 15 digits
+        {"-123456789012345", "-123456789012345"},       // 15 digits
+        {"1234567890123456", "1234567890123456"},       // 16 digits: exact double
+        {"12345678901234567", "12345678901234568"},     // 17 digits: rounded
+        {"9007199254740993", "9007199254740992"},       // 2^53 + 1
+        {"123456789012345.0", "123456789012345"},       // 15 digits and a zero fraction
+        {"12345678901234.5", "12345678901234.5"},       // 15 significant digits
+        {"1234567890123.456", "1234567890123.456"},     // 16 significant digits
+        {"0.123456789012345", "0.123456789012345"},     // 15
+        {"0.1234567890123456", "0.1234567890123456"},   // 16
+        {"0.12345678901234567", "0.12345678901234566"}, // 17: rounded
+        {"0.000001", "0.000001"},                       // 1e-6: fixed notation
+        {"0.0000001", "1e-7"},                          // 1e-7: exponent
+        {"-0.000001", "-0.000001"},
+        {"0.00000123", "0.00000123"},
+        {"0.000000123", "1.23e-7"},
+        {"0.0000010", "0.000001"},
+        {"0.00000100000", "0.000001"},
+        {"0.000001000000000000001", "0.000001000000000000001"}, // 16 digits
+        {"0.00000100000000000000001", "0.000001"},              // 18 digits: rounded to a double
+        {"100000000000000000000", "100000000000000000000"},     // 1e20
+        {"1000000000000000000000", "1e+21"},                    // 1e21
+        {"999999999999999999999", "1e+21"},
+        {"100000000000000000000.0", "100000000000000000000"},
+        {"1e2", "100"},
+        {"1E2", "100"},
+        {"1e-7", "1e-7"},
+        {"1.5e+3", "1500"},
+        {"0.5", "0.5"},
+        {"5", "5"},
+        {"-5", "-5"},
+        {"1e400", ""},   // overflow in strict mode
+        {"1e-400", "0"}, // underflow
+    };
+    for (const Case &c : cases) {
+        Outcome strict = fast(c.in);
+        if (*c.strict == 0) {
+            EXPECT_NE(strict.error, "") << c.in;
+        } else {
+            EXPECT_EQ(strict.text, c.strict) << c.in;
+            EXPECT_EQ(fast(std::string("{\"k\":") + c.in + "}").text,
+                      std::string("{\"k\":") + c.strict + "}");
+        }
+        expect_same(c.in);
+        expect_same(std::string("[") + c.in + "]");
+        expect_same(std::string("{\"b\":") + c.in + ",\"a\":" + c.in + "}");
+    }
+    // Exact mode keeps every digit; up to 15 it agrees with strict mode.
+    EXPECT_EQ(canon("123456789012345", true), "123456789012345");
+    EXPECT_EQ(canon("12345678901234567", true), "12345678901234567");
+    EXPECT_EQ(canon("0.12345678901234567", true), "0.12345678901234567");
+    EXPECT_EQ(canon("-0.0", true), "0");
+    EXPECT_EQ(canon("1999.50", true), "1999.5");
+    EXPECT_EQ(canon("0.0000001", true), "1e-7");
+    // Malformed numbers are rejected at their first byte.
+    for (const char *bad : {"01", "-01", "00", "1.", "-", "-.5", "1.2.3", "1e", "1e+", "1-2", "0x1",
+                            "1.5e", "--1", "-a", "1.e5", "2.-1"}) {
+        EXPECT_EQ(fast(bad).error.substr(0, 5), "22P02") << bad;
+        expect_same(bad);
+        expect_same(std::string("[0,") + bad + "]");
+    }
+    EXPECT_EQ(fast("[0, 1.2.3]").error, "22P02 invalid JSON number / At byte 4 of the JSON text.");
+    for (const char *bad : {"-Infinity", "-NaN", "Infinity", "NaN", "-I"}) {
+        EXPECT_EQ(fast(bad).error.substr(0, 5), "22P02") << bad;
+        expect_same(bad);
+    }
+}
+
+TEST(JcsTape, NameOrderByUtf16CodeUnits) {
+    // U+10000 (F0 90 80 80, surrogates D800 DC00) sorts before U+E000 (EE 80 80) and U+FFFF in
+    // UTF-16, after them in code point order; both after U+D7FF.
+    const std::string sup = "\xf0\x90\x80\x80", pua = "\xee\x80\x80", ffff = "\xef\xbf\xbf",
+                      d7ff = "\xed\x9f\xbf";
+    const std::string want =
+        "{\"a\":0,\"" + d7ff + "\":1,\"" + sup + "\":2,\"" + pua + "\":3,\"" + ffff + "\":4}";
+    EXPECT_EQ(canon("{\"" + ffff + "\":4,\"" + pua + "\":3,\"" + sup + "\":2,\"" + d7ff +
+                    "\":1,\"a\":0}"),
+              want);
+    EXPECT_EQ(canon("{\"\\uffff\":4,\"\\ue000\":3,\"\\ud800\\udc00\":2,\"\\ud7ff\":1,\"a\":0}"),
+              want);
+    // The same after a common prefix longer than 8 bytes (past the prefix compare).
+    const std::string p = "prefix-12345";
+    EXPECT_EQ(canon("{\"" + p + pua + "\":1,\"" + p + sup + "\":2,\"" + p + "\":0}"),
+              "{\"" + p + "\":0,\"" + p + sup + "\":2,\"" + p + pua + "\":1}");
+    // Names that differ only after 8 bytes, by length, or by a U+0000 at the end.
+    EXPECT_EQ(canon(R"({"abcdefghij":1,"abcdefghi":2,"abcdefgh":3,"abcdefgh\u0000":4})"),
+              R"({"abcdefgh":3,"abcdefgh\u0000":4,"abcdefghi":2,"abcdefghij":1})");
+    EXPECT_EQ(canon(R"({"":1,"\u0000":2," ":3})"), R"({"":1,"\u0000":2," ":3})");
+    EXPECT_EQ(canon(R"({" ":3,"\u0000":2,"":1})"), R"({"":1,"\u0000":2," ":3})");
+    // Escaped names sort by their value and are written in canonical form.
+    EXPECT_EQ(canon(R"({"\u0062":1,"a":2,"\/":3,"\t":4})"), R"({"\t":4,"/":3,"a":2,"b":1})");
+    // Many members (the large-object sort).
+    std::string in = "{", out = "{";
+    for (int i = 99; i >= 0; i--)
+        in += (i == 99 ? "\"" : ",\"") + std::to_string(i) + "\":" + std::to_string(i);
+    std::vector<std::string> names;
+    for (int i = 0; i < 100; i++)
+        names.push_back(std::to_string(i));
+    std::sort(names.begin(), names.end());
+    for (size_t i = 0; i < names.size(); i++)
+        out += (i ? ",\"" : "\"") + names[i] + "\":" + names[i];
+    EXPECT_EQ(canon(in + "}"), out + "}");
+    expect_same(in + "}");
+    expect_same(in + ",\"5\":0}");
+}
+
+TEST(JcsTape, DuplicateNamesAfterUnescaping) {
+    for (const char *dup : {R"({"a":1,"a":2})", R"({"a":1,"\u0061":2})", R"({"\u0061":1,"a":2})",
+                            R"({"a/":1,"a\/":2})", R"({"\ud83d\ude00":1,"😀":2})",
+                            R"({"x":{"b":1,"c":2,"b":3}})", R"({"abcdefghij":1,"abcdefghij":2})",
+                            R"({"z":1,"y":2,"x":3,"w":4,"v":5,"u":6,"t":7,"s":8,"r":9,"q":10,
+                                "p":11,"o":12,"n":13,"m":14,"l":15,"k":16,"j":17,"z":18})"}) {
+        EXPECT_EQ(fast(dup).error.substr(0, 5), "22P02") << dup;
+        expect_same(dup);
+    }
+    EXPECT_EQ(fast(R"({"b":1,"\u0061":2,"a":3})").error,
+              "22P02 duplicate member name in JSON object / The name \"a\" occurs more than once "
+              "(after unescaping).");
+    // Equal prefixes, different names.
+    EXPECT_EQ(canon(R"({"abcdefgh2":1,"abcdefgh1":2})"), R"({"abcdefgh1":2,"abcdefgh2":1})");
+}
+
+TEST(JcsTape, ObjectsOfOneShapeReuseTheirOrder) {
+    // Same keys in the same sequence: the remembered order; another sequence: sorted afresh.
+    expect_same(
+        R"([{"b":1,"a":2,"c":3},{"b":4,"a":5,"c":6},{"c":7,"b":8,"a":9},{"b":0,"a":0,"c":0}])");
+    EXPECT_EQ(canon(R"([{"b":1,"a":2},{"b":3,"a":4},{"a":5,"b":6},{"b":7,"a":8}])"),
+              R"([{"a":2,"b":1},{"a":4,"b":3},{"a":5,"b":6},{"a":8,"b":7}])");
+    // Names equal in their first 8 bytes have equal keys: never remembered, always compared.
+    EXPECT_EQ(canon(R"([{"abcdefgh_y":1,"abcdefgh_x":2},{"abcdefgh_x":3,"abcdefgh_y":4},)"
+                    R"({"abcdefgh_y":5,"abcdefgh_x":6}])"),
+              R"([{"abcdefgh_x":2,"abcdefgh_y":1},{"abcdefgh_x":3,"abcdefgh_y":4},)"
+              R"({"abcdefgh_x":6,"abcdefgh_y":5}])");
+    expect_same(R"([{"abcdefgh_y":1,"abcdefgh_x":2},{"abcdefgh_x":3,"abcdefgh_y":4}])");
+    // A duplicate after objects of the same shape.
+    expect_same(R"([{"b":1,"a":2},{"b":1,"a":2},{"b":1,"b":2}])");
+    expect_same(R"([{"b":1,"a":2},{"b":1,"a":2},{"a":1,"\u0061":2}])");
+    EXPECT_EQ(fast(R"([{"b":1,"a":2},{"b":1,"a":2},{"b":1,"b":2}])").error.substr(0, 5), "22P02");
+    // Nested shapes, escaped names, and every size up to and past the remembered maximum.
+    expect_same(R"([{"y":{"q":1,"p":2},"x":[{"q":3,"p":4}]},{"y":{"q":5,"p":6},"x":[]}])");
+    expect_same(R"([{"\u0062":1,"a":2},{"b":3,"a":4},{"\u0062":5,"a":6}])");
+    for (int n = 1; n <= 12; n++) {
+        std::string obj = "{", arr = "[";
+        for (int i = n; i >= 1; i--)
+            obj += (i == n ? "\"k" : ",\"k") + std::to_string(i) + "\":" + std::to_string(i);
+        obj += "}";
+        for (int r = 0; r < 3; r++)
+            arr += (r ? "," : "") + obj;
+        expect_same(arr + "]");
+    }
+    // Writer reuse: nothing is remembered across documents.
+    idem::jcs::CanonicalWriter w;
+    idem::jcs::parse_into(R"([{"b":1,"a":2},{"b":3,"a":4}])", w);
+    EXPECT_EQ(w.result(), R"([{"a":2,"b":1},{"a":4,"b":3}])");
+    idem::jcs::parse_into(R"([{"a":1,"b":2},{"b":3,"a":4}])", w);
+    EXPECT_EQ(w.result(), R"([{"a":1,"b":2},{"a":4,"b":3}])");
+}
+
+TEST(JcsTape, StringsAndLiterals) {
+    for (const char *s : {R"("")", R"("plain")", R"("Zo\u00eb")", R"("\u0000")", R"("a\"b")",
+                          R"("\/\b\f\n\r\t\\")", R"("\u001f\u007f\u0080")", R"("\ud83d\ude00")",
+                          "\"\xe2\x80\xa8\"", "true", "false", "null", "[true,false,null]",
+                          "{\"t\":true,\"f\":false,\"n\":null}", "\"\\u00e9\"", "[\"\\\"\"]"}) {
+        expect_same(s);
+        expect_same(std::string("{\"k\" : ") + s + " }");
+    }
+    EXPECT_EQ(canon(R"(["\u0000","\/","\u00e9","\u2028"])"),
+              "[\"\\u0000\",\"/\",\"\xc3\xa9\",\"\xe2\x80\xa8\"]");
+    for (const char *bad : {"tru", "truE", "nul", "fals", "[true false]", "\"\\u0000", "\"\x01\"",
+                            "\"\\ud800\"", "\"\\udc00\\ud800\"", "\"\xc3\"", "{\"\xc3\":1}"})
+        expect_same(bad);
+}
+
+TEST(JcsTape, GrammarErrorsMatchTheStreamingParser) {
+    for (const char *bad : {"",
+                            " ",
+                            "{",
+                            "}",
+                            "[",
+                            "]",
+                            "[1,]",
+                            "[1 2]",
+                            "{\"a\":1,}",
+                            "{\"a\" 1}",
+                            "{a:1}",
+                            "'a'",
+                            "[1]]",
+                            "{} {}",
+                            "\"a",
+                            "\xef\xbb\xbf{}",
+                            "[1,,2]",
+                            "{\"a\":}",
+                            "[\"a\"x]",
+                            "{\"a\":1 \"b\"",
+                            "{,}",
+                            "[,]",
+                            "{\"a\"",
+                            "{\"a\":",
+                            "{\"a\":1",
+                            "[1",
+                            "[1,",
+                            "{\"a\":1]",
+                            "[1}",
+                            "\x80",
+                            "{\"a\":1,\"b\"}",
+                            "  {\"a\":[{}, [], {\"b\":[1, {\"c\":2}]}]}  x"})
+        expect_same(bad);
+    expect_same("  {\"a\":[{}, [], {\"b\":[1, {\"c\":2}]}]}  ");
+    expect_same(" [ [ ] , { } , [ { } ] , { \"a\" : [ ] } ] ");
+}
+
+TEST(JcsTape, DepthAndReuse) {
+    Options small;
+    small.max_depth = 3;
+    EXPECT_EQ(run("[[[1]]]", small).text, "[[[1]]]");
+    EXPECT_EQ(run("[[[{}]]]", small).error.substr(0, 5), "54001");
+    EXPECT_EQ(run("[[[[]]]]", small).error.substr(0, 5), "54001");
+    EXPECT_EQ(run("{\"a\":{\"b\":{\"c\":{}}}}", small).error.substr(0, 5), "54001");
+    // One writer, many documents, errors in between.
+    idem::jcs::CanonicalWriter w;
+    for (int round = 0; round < 3; round++) {
+        idem::jcs::parse_into(R"({"b":[1,{"d":1,"c":2}],"a":"\u00e9"})", w);
+        EXPECT_EQ(w.result(), "{\"a\":\"\xc3\xa9\",\"b\":[1,{\"c\":2,\"d\":1}]}");
+        EXPECT_THROW(idem::jcs::parse_into(R"({"b":[1,{"d":1,"c":2}],"a":1e999})", w), idem::Error);
+        EXPECT_THROW(w.result(), std::logic_error);
+        idem::jcs::parse_into("[]", w);
+        EXPECT_EQ(w.result(), "[]");
+        EXPECT_EQ(w.digest(), idem::sha256("[]"));
+    }
+}
+
+namespace {
+
+// Random JSON text with whitespace, nesting, tricky numbers, names and strings.
+class Gen {
+  public:
+    explicit Gen(uint32_t seed) : rng_(seed) {}
+    std::string doc() {
+        std::string s;
+        value(s, 0);
+        return s;
+    }
+
+  private:
+    size_t pick(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng_); }
+    void ws(std::string &s) {
+        static const char *w[] = {"", "", "", " ", "\n  ", "\t", "\r\n"};
+        s += w[pick(7)];
+    }
+    void name(std::string &s) {
+        static const char *n[] = {"a",
+                                  "b",
+                                  "ab",
+                                  "abcdefgh",
+                                  "abcdefghi",
+                                  "abcdefgh\\u0000",
+                                  "\\u0061",
+                                  "\\/",
+                                  "/",
+                                  "\\u00e9",
+                                  "\xc3\xa9",
+                                  "\xef\xbf\xbf",
+                                  "\\uffff",
+                                  "\xee\x80\x80",
+                                  "\\ud800\\udc00",
+                                  "\xf0\x90\x80\x80",
+                                  "\xf0\x9f\x98\x80",
+                                  "\\ud83d\\ude00",
+                                  "",
+                                  "\\u0000",
+                                  "\\t",
+                                  "\t",
+                                  "sku",
+                                  "qty",
+                                  "price",
+                                  "name",
+                                  "prefix-123456789",
+                                  "prefix-12345678\xee\x80\x80",
+                                  "prefix-12345678\xf0\x90\x80\x80",
+                                  "\\\"",
+                                  "\\\\",
+                                  "Z",
+                                  "z"};
+        s += '"';
+        s += n[pick(sizeof n / sizeof *n)];
+        s += '"';
+    }
+    void number(std::string &s) {
+        static const char *n[] = {"0",
+                                  "-0",
+                                  "0.0",
+                                  "-0.0",
+                                  "1",
+                                  "-1",
+                                  "10",
+                                  "1.5",
+                                  "1.50",
+                                  "-2.25",
+                                  "1999.50",
+                                  "123456789012345",
+                                  "1234567890123456",
+                                  "12345678901234567",
+                                  "0.000001",
+                                  "0.0000001",
+                                  "0.00000123",
+                                  "0.0000012345678901234",
+                                  "1e21",
+                                  "1e20",
+                                  "1E-7",
+                                  "1.5e3",
+                                  "123.456e-300",
+                                  "99999e300",
+                                  "1e400",
+                                  "1e-400",
+                                  "100000000000000000000",
+                                  "5e-324",
+                                  "0.1",
+                                  "0.30",
+                                  "12345678901234.5",
+                                  "1234567890123.456",
+                                  "-0.000001",
+                                  "4.35",
+                                  "0.000100"};
+        if (pick(4) == 0) { // random digits
+            if (pick(2))
+                s += '-';
+            size_t il = pick(18) + 1;
+            s += static_cast<char>('1' + pick(9));
+            for (size_t i = 1; i < il; i++)
+                s += static_cast<char>('0' + pick(10));
+            if (pick(2)) {
+                s += '.';
+                size_t fl = pick(18) + 1;
+                for (size_t i = 0; i < fl; i++)
+                    s += static_cast<char>('0' + (pick(3) == 0 ? 0 : pick(10)));
+            }
+            return;
+        }
+        s += n[pick(sizeof n / sizeof *n)];
+    }
+    void str(std::string &s) {
+        static const char *p[] = {"x",
+                                  "Item number 7",
+                                  "\\u00eb",
+                                  "\\n",
+                                  "\\\"",
+                                  "\\\\",
+                                  "\\/",
+                                  "\xc3\xa9",
+                                  "\xf0\x9f\x98\x80",
+                                  "\\ud83d\\ude00",
+                                  "\\u0001",
+                                  "\\u001f",
+                                  "\x7f",
+                                  "\\u007f",
+                                  "\xe2\x80\xa8",
+                                  "SKU-1000",
+                                  "0123456789abcdef",
+                                  "\\b\\f\\r\\t",
+                                  "\\u0000"};
+        s += '"';
+        size_t n = pick(5);
+        for (size_t i = 0; i < n; i++)
+            s += p[pick(sizeof p / sizeof *p)];
+        s += '"';
+    }
+    // An array of objects that share one sequence of names (the sorted-order reuse).
+    void shaped(std::string &s, int depth) {
+        std::vector<std::string> names;
+        size_t n = 1 + pick(9);
+        for (size_t i = 0; i < n; i++) {
+            std::string nm;
+            name(nm);
+            names.push_back(nm);
+        }
+        s += '[';
+        size_t count = 1 + pick(4);
+        for (size_t r = 0; r < count; r++) {
+            if (r)
+                s += ',';
+            s += '{';
+            for (size_t i = 0; i < n; i++) {
+                if (i)
+                    s += ',';
+                s += names[pick(8) == 0 ? pick(n) : i]; // (now and then a different name)
+                s += ':';
+                value(s, depth + 1);
+            }
+            s += '}';
+        }
+        s += ']';
+    }
+    void value(std::string &s, int depth) {
+        ws(s);
+        if (depth < 3 && pick(10) == 0) {
+            shaped(s, depth);
+            ws(s);
+            return;
+        }
+        size_t k = depth > 5 ? 3 + pick(5) : pick(8);
+        if (k == 0 || k == 1) {
+            s += '{';
+            size_t n = pick(k == 0 ? 4 : 20);
+            for (size_t i = 0; i < n; i++) {
+                if (i)
+                    s += ',';
+                ws(s);
+                name(s);
+                ws(s);
+                s += ':';
+                value(s, depth + 1);
+            }
+            ws(s);
+            s += '}';
+        } else if (k == 2) {
+            s += '[';
+            size_t n = pick(6);
+            for (size_t i = 0; i < n; i++) {
+                if (i)
+                    s += ',';
+                value(s, depth + 1);
+            }
+            ws(s);
+            s += ']';
+        } else if (k == 3 || k == 4) {
+            number(s);
+        } else if (k == 5 || k == 6) {
+            str(s);
+        } else {
+            static const char *l[] = {"true", "false", "null"};
+            s += l[pick(3)];
+        }
+        ws(s);
+    }
+    std::mt19937 rng_;
+};
+
+} // namespace
+
+TEST(JcsTape, RandomDocumentsAgreeWithTheStreamingWriter) {
+    std::mt19937 rng(12345);
+    size_t accepted = 0;
+    for (uint32_t seed = 0; seed < 20000; seed++) {
+        std::string doc = Gen(seed).doc();
+        Outcome a = fast(doc), b = reference(doc);
+        ASSERT_EQ(a, b) << doc;
+        accepted += a.error.empty();
+        ASSERT_EQ(fast(doc, true), reference(doc, true)) << doc;
+        if (a.error.empty()) {
+            ASSERT_EQ(fast(a.text), a) << doc; // a fixed point
+        }
+        // A mutation: a byte replaced, removed or inserted.
+        std::string m = doc;
+        if (!m.empty()) {
+            static const char bytes[] = "{}[],:\"\\ 0-.e1au\x80\xc3";
+            size_t at = rng() % m.size();
+            char c = bytes[rng() % (sizeof bytes - 1)];
+            switch (rng() % 3) {
+            case 0:
+                m[at] = c;
+                break;
+            case 1:
+                m.erase(at, 1);
+                break;
+            default:
+                m.insert(m.begin() + static_cast<long>(at), c);
+            }
+            ASSERT_EQ(fast(m), reference(m)) << m;
+            ASSERT_EQ(fast(m, true), reference(m, true)) << m;
+        }
+    }
+    EXPECT_GT(accepted, 5000u);
+}
