@@ -456,9 +456,19 @@ IDEM_PG_FUNCTION(idem_claim) {
             set_out(&res, O_EXPIRES, TimestampTzGetDatum(times.expires));
             break;
         }
-        if (busy) { // an unfinished transaction is inserting or changing this key's record
-            res.outcome = "in_progress";
-            break;
+        if (busy) {
+            // An unfinished transaction is inserting or changing this key's record. Under READ
+            // COMMITTED its committed version, if there is one, still answers a replay, a
+            // mismatch or an in_progress with the owner's attempt and lease; anything else (no
+            // committed row, a takeover that would have to wait) is in_progress with nothing
+            // known. REPEATABLE READ / SERIALIZABLE answer that at once.
+            saved_plan(&plan_get, SQL_GET, 2, KEY_TYPES);
+            if (snapshot_xact || exec(plan_get, keyv, nullptr, false, 1) == 0) {
+                res.outcome = "in_progress";
+                break;
+            }
+            read_spi_record(outer, &rec);
+            have_record = true;
         }
         if (!have_record) {
             // The key exists, and the insert has waited for any transaction that was inserting
@@ -494,6 +504,10 @@ IDEM_PG_FUNCTION(idem_claim) {
         case idem::ClaimDecision::Fresh:
         case idem::ClaimDecision::Reclaim:
         case idem::ClaimDecision::Retry: {
+            if (busy) { // the takeover would wait for the transaction holding the record
+                res.outcome = "in_progress";
+                break;
+            }
             int32 next = idem::next_attempt(st.attempt); // 22003 at INT32_MAX
             times = idem::claim_times(now, lease_us, ttl_us);
             bool fresh = d == idem::ClaimDecision::Fresh;
