@@ -220,6 +220,11 @@ Verdict verify_standard(const std::vector<std::string_view> &secrets, std::strin
                         std::string_view signature_header, Clock clock) {
     check_secrets(secrets);
     check_clock(clock);
+    // The receiver's own secrets first: a misconfigured one is an error whatever the sender sent.
+    std::vector<std::string> keys;
+    keys.reserve(secrets.size());
+    for (size_t i = 0; i < secrets.size(); i++)
+        keys.push_back(standard_key(secrets[i], i + 1));
     int64_t ts = parse_timestamp(timestamp, "webhook-timestamp");
 
     std::vector<Candidate> candidates;
@@ -253,8 +258,8 @@ Verdict verify_standard(const std::vector<std::string_view> &secrets, std::strin
     std::string content = signed_standard_content(msg_id, timestamp, payload);
     std::vector<Digest> expected;
     expected.reserve(secrets.size());
-    for (size_t i = 0; i < secrets.size(); i++)
-        expected.push_back(hmac_sha256(standard_key(secrets[i], i + 1), content));
+    for (const std::string &key : keys)
+        expected.push_back(hmac_sha256(key, content));
 
     if (!any_match(candidates, expected))
         return Verdict::InvalidSignature;

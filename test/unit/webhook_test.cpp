@@ -178,6 +178,27 @@ TEST(StandardWebhooks, MalformedInputRaises22023) {
     EXPECT_EQ(verify(one(kSecret), kTs, kSignature, Clock{kNow, -1}), "22023");
 }
 
+// A misconfigured receiver secret is reported whatever the sender sent: a malformed signature
+// header or timestamp from the sender must not turn it into a plain invalid signature
+// (MalformedHeader, which the SQL layer maps to invalid_signature).
+TEST(StandardWebhooks, BadSecretIsReportedBeforeTheHeaders) {
+    auto kind = [](const std::string &ts, const std::string &header) {
+        try {
+            verify_standard(one("whsec_not base64!"), kMsgId, ts, kPayload, header, kClock);
+        } catch (const MalformedHeader &) {
+            return std::string("malformed header");
+        } catch (const idem::Error &e) {
+            return std::string(e.sqlstate()) + " " + e.what();
+        }
+        return std::string("none");
+    };
+    const std::string bad_secret = "22023 webhook secret 1 is not a valid Standard Webhooks secret";
+    EXPECT_EQ(kind(kTs, kSignature), bad_secret);
+    EXPECT_EQ(kind(kTs, "garbage"), bad_secret);
+    EXPECT_EQ(kind(kTs, ""), bad_secret);
+    EXPECT_EQ(kind("not-a-timestamp", kSignature), bad_secret);
+}
+
 TEST(StandardWebhooks, ErrorsNeverContainTheSecret) {
     std::string secret = "whsec_SuperSecretValue!!";
     try {
