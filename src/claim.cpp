@@ -39,10 +39,15 @@ using idem::pg::IK_FINISHED;
 using idem::pg::IK_NOT_FOUND;
 using idem::pg::require_arg;
 
-// Columns read back from a record, in the order of RECORD_COLUMNS.
+// Columns read back from a record, in the order of RECORD_COLUMNS. Each is cast to the type
+// the C code reads it as (a no-op for the extension's own table definition), so that a table
+// altered by hand gives an error or a converted value, never a misread Datum.
 #define RECORD_COLUMNS                                                                             \
-    "r.status, r.retryable, r.fingerprint, r.attempt, r.resource_id, r.response, "                 \
-    "r.response_status, r.lease_expires_at, r.expires_at, r.created_at, r.updated_at"
+    "r.status::pg_catalog.text, r.retryable::pg_catalog.bool, r.fingerprint::pg_catalog.bytea, "   \
+    "r.attempt::pg_catalog.int4, r.resource_id::pg_catalog.text, r.response::pg_catalog.jsonb, "   \
+    "r.response_status::pg_catalog.int4, r.lease_expires_at::pg_catalog.timestamptz, "             \
+    "r.expires_at::pg_catalog.timestamptz, r.created_at::pg_catalog.timestamptz, "                 \
+    "r.updated_at::pg_catalog.timestamptz"
 enum RecordCol {
     C_STATUS = 1,
     C_RETRYABLE,

@@ -19,6 +19,7 @@ extern "C" {
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "catalog/pg_type.h"
 }
 
 namespace idem::pg {
@@ -49,7 +50,8 @@ const char *const COLUMN_NAMES[A_COUNT] = {
 // The table, its primary key and the column numbers, resolved once per backend and forgotten
 // when the relcache says the table changed (e.g. DROP/CREATE EXTENSION, ALTER TABLE).
 struct RecordsRel {
-    Oid relid, pkey;
+    Oid relid;
+    bool all_columns; // every column of COLUMN_NAMES exists
     AttrNumber att[A_COUNT];
 };
 RecordsRel rel_cache;
@@ -57,11 +59,12 @@ bool callback_registered = false;
 
 // Forgets the cached relation when it (or everything) is invalidated.
 void relcache_changed(Datum, Oid relid) {
-    if (relid == InvalidOid || relid == rel_cache.relid || relid == rel_cache.pkey)
+    if (relid == InvalidOid || relid == rel_cache.relid)
         rel_cache.relid = InvalidOid;
 }
 
-// Resolves idempotency.records, its primary key and its columns.
+// Resolves idempotency.records and its column numbers (by name). A missing column is not an
+// error here: the table is then not plain (plain_table) and the claim takes the SQL path.
 const RecordsRel &records() {
     if (OidIsValid(rel_cache.relid))
         return rel_cache;
@@ -69,22 +72,16 @@ const RecordsRel &records() {
         CacheRegisterRelcacheCallback(relcache_changed, (Datum)0);
         callback_registered = true;
     }
-    Oid nsp = extension_schema();
-    Oid relid = get_relname_relid("records", nsp);
+    Oid relid = get_relname_relid("records", extension_schema());
     if (!OidIsValid(relid))
         elog(ERROR, "table idempotency.records is missing");
-    Relation rel = table_open(relid, AccessShareLock);
-    Oid pkey = RelationGetPrimaryKeyIndex(rel);
-    table_close(rel, NoLock);
-    if (!OidIsValid(pkey))
-        elog(ERROR, "table idempotency.records has no primary key");
     RecordsRel r;
     r.relid = relid;
-    r.pkey = pkey;
+    r.all_columns = true;
     for (int i = 0; i < A_COUNT; i++) {
         r.att[i] = get_attnum(relid, COLUMN_NAMES[i]);
         if (r.att[i] == InvalidAttrNumber)
-            elog(ERROR, "column \"%s\" of idempotency.records is missing", COLUMN_NAMES[i]);
+            r.all_columns = false;
     }
     rel_cache = r;
     return rel_cache;
@@ -94,31 +91,49 @@ const RecordsRel &records() {
 // satisfies both by construction (status 'processing', attempt 1), so they are not evaluated.
 const char *const OWN_CHECKS[] = {"records_status_check", "records_attempt_check"};
 
-// True when a row built from the known columns alone is the whole row, and nothing that an
-// INSERT statement would do and insert_new skips is there: no trigger, rule, row security,
-// generated column, CHECK constraint other than the extension's own, or NOT NULL on a column
-// that a new record leaves NULL.
-bool plain_table(Relation rel) {
+// The type of each column, in the order of COLUMN_NAMES.
+const Oid COLUMN_TYPES[A_COUNT] = {
+    TEXTOID,  TEXTOID, TEXTOID,        BOOLOID,        BYTEAOID,       INT4OID,       TEXTOID,
+    JSONBOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+
+// True when the table is still exactly what insert_new writes and fetch_version reads: the
+// known columns with their types and nothing else, the primary key as its only index (another
+// unique index on (scope, key) would be an arbiter of the SQL statement too), no trigger, rule,
+// row security or generated column, no CHECK constraint other than the extension's own, no NOT
+// NULL on a column that a new record leaves NULL, and no default other than retryable's (the
+// SQL statement leaves those columns to their defaults). Anything else: the SQL path.
+bool plain_table(Relation rel, const RecordsRel &r) {
     TupleDesc desc = RelationGetDescr(rel);
-    if (rel->rd_rel->relkind != RELKIND_RELATION || rel->trigdesc != nullptr ||
+    if (!r.all_columns || rel->rd_rel->relkind != RELKIND_RELATION || rel->trigdesc != nullptr ||
         rel->rd_rel->relhasrules || rel->rd_rel->relrowsecurity || desc->natts != A_COUNT)
         return false;
     for (int i = 0; i < desc->natts; i++)
         if (TupleDescAttr(desc, i)->attisdropped)
             return false;
+    for (int c = 0; c < A_COUNT; c++)
+        if (TupleDescAttr(desc, r.att[c] - 1)->atttypid != COLUMN_TYPES[c])
+            return false;
     for (Column c : {A_FINGERPRINT, A_RESOURCE_ID, A_RESPONSE, A_RESPONSE_STATUS})
-        if (TupleDescAttr(desc, rel_cache.att[c] - 1)->attnotnull)
+        if (TupleDescAttr(desc, r.att[c] - 1)->attnotnull)
             return false;
     if (desc->constr != nullptr) {
-        if (desc->constr->has_generated_stored)
+        const TupleConstr *constr = desc->constr;
+        if (constr->has_generated_stored)
             return false;
-        for (int i = 0; i < desc->constr->num_check; i++) {
-            const char *name = desc->constr->check[i].ccname;
+        for (int i = 0; i < constr->num_check; i++) {
+            const char *name = constr->check[i].ccname;
             if (strcmp(name, OWN_CHECKS[0]) != 0 && strcmp(name, OWN_CHECKS[1]) != 0)
                 return false;
         }
+        for (int i = 0; i < constr->num_defval; i++)
+            if (constr->defval[i].adnum != r.att[A_RETRYABLE])
+                return false;
     }
-    return true;
+    Oid pkey = RelationGetPrimaryKeyIndex(rel);
+    List *indexes = RelationGetIndexList(rel);
+    bool only_pkey = OidIsValid(pkey) && list_length(indexes) == 1 && linitial_oid(indexes) == pkey;
+    list_free(indexes);
+    return only_pkey;
 }
 
 // A varlena column of the slot, copied into cxt.
@@ -185,12 +200,19 @@ InsertResult insert_new(const NewRecord &rec, bool read, MemoryContext cxt, Stor
     PreventCommandIfReadOnly("idem_claim");
     PreventCommandIfParallelMode("idem_claim");
     PreventCommandDuringRecovery("idem_claim");
+    // As SPI before each statement: what this statement wrote so far (a CTE, an earlier call in
+    // the same statement) is visible to the check and the read below.
+    CommandCounterIncrement();
+    Oid relid = records().relid;
+    Relation rel = table_open(relid, RowExclusiveLock);
+    // Taking the lock processed pending invalidations (ALTER TABLE, REINDEX CONCURRENTLY, a
+    // new primary key): resolve again now that the definition cannot change under us.
     const RecordsRel &r = records();
-    Relation rel = table_open(r.relid, RowExclusiveLock);
-    if (!plain_table(rel)) {
+    if (r.relid != relid || !plain_table(rel, r)) {
         table_close(rel, NoLock);
         return InsertResult::Unusable;
     }
+    Oid pkey = RelationGetPrimaryKeyIndex(rel);
     EState *estate = CreateExecutorState();
     MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
     ResultRelInfo *rri = makeNode(ResultRelInfo);
@@ -220,7 +242,7 @@ InsertResult insert_new(const NewRecord &rec, bool read, MemoryContext cxt, Stor
     ExecStoreVirtualTuple(slot);
 
     estate->es_output_cid = GetCurrentCommandId(true);
-    List *arbiters = list_make1_oid(r.pkey);
+    List *arbiters = list_make1_oid(pkey);
     InsertResult result;
     ItemPointerData conflict;
     for (;;) {
