@@ -169,11 +169,11 @@ int64 interval_arg(FunctionCallInfo fcinfo, int argno, int default_seconds) {
     return idem::interval_usec(iv->month, iv->day, iv->time);
 }
 
-// The record row at index 0 of the SPI result, as the core sees it.
-idem::RecordState read_state() {
+// Row `row` of the SPI result (RECORD_COLUMNS), as the core sees it.
+idem::RecordState read_state(uint64 row = 0) {
     bool isnull;
     idem::RecordState st{};
-    text *status = DatumGetTextPP(col(0, C_STATUS, &isnull));
+    text *status = DatumGetTextPP(col(row, C_STATUS, &isnull));
     switch (*VARDATA_ANY(status)) {
     case 'p':
         st.status = idem::Status::Processing;
@@ -185,12 +185,12 @@ idem::RecordState read_state() {
         st.status = idem::Status::Failed;
         break;
     }
-    st.retryable = DatumGetBool(col(0, C_RETRYABLE, &isnull));
-    st.attempt = DatumGetInt32(col(0, C_ATTEMPT, &isnull));
-    Datum lease = col(0, C_LEASE_EXPIRES, &isnull);
+    st.retryable = DatumGetBool(col(row, C_RETRYABLE, &isnull));
+    st.attempt = DatumGetInt32(col(row, C_ATTEMPT, &isnull));
+    Datum lease = col(row, C_LEASE_EXPIRES, &isnull);
     st.has_lease = !isnull;
     st.lease_expires = isnull ? 0 : DatumGetTimestampTz(lease);
-    st.expires = DatumGetTimestampTz(col(0, C_EXPIRES, &isnull));
+    st.expires = DatumGetTimestampTz(col(row, C_EXPIRES, &isnull));
     return st;
 }
 
@@ -228,9 +228,10 @@ bool int4_equal(bool a_null, Datum a, bool b_null, Datum b) {
     return DatumGetInt32(a) == DatumGetInt32(b);
 }
 
-// Copies column attno of the current SPI row into memory context cxt.
-Datum copy_col(MemoryContext cxt, int attno, int16 typlen, bool byval, bool *isnull) {
-    Datum d = col(0, attno, isnull);
+// Copies column attno of SPI result row `row` into memory context cxt.
+Datum copy_col(MemoryContext cxt, int attno, int16 typlen, bool byval, bool *isnull,
+               uint64 row = 0) {
+    Datum d = col(row, attno, isnull);
     if (*isnull)
         return (Datum)0;
     MemoryContext old = MemoryContextSwitchTo(cxt);
@@ -717,7 +718,14 @@ IDEM_PG_FUNCTION(idem_lookup) {
     idem::pg::enter(&su);
     saved_plan(&plan_get, SQL_GET, 2, KEY_TYPES);
     Datum keyv[2] = {scope, key};
-    if (exec(plan_get, keyv, nullptr, true, 1) == 1 && idem::record_live(read_state(), now)) {
+    // Normally one row. Under REPEATABLE READ / SERIALIZABLE a transaction that claimed the key
+    // after a purge it cannot see deleted the old, expired record sees both: the live one counts.
+    uint64 n = exec(plan_get, keyv, nullptr, true, 0);
+    uint64 live = n;
+    for (uint64 r = 0; r < n && live == n; r++)
+        if (idem::record_live(read_state(r), now))
+            live = r;
+    if (live < n) {
         Datum values[C_NCOLS];
         bool nulls[C_NCOLS];
         static const int16 lens[C_NCOLS] = {-1, 1, -1, 4, -1, -1, 4, 8, 8, 8, 8};
@@ -731,7 +739,7 @@ IDEM_PG_FUNCTION(idem_lookup) {
         for (int i = 0; i < 10; i++) {
             int c = order[i];
             values[i] =
-                copy_col(outer, c, lens[c - 1], byvals[c - 1] && lens[c - 1] > 0, &nulls[i]);
+                copy_col(outer, c, lens[c - 1], byvals[c - 1] && lens[c - 1] > 0, &nulls[i], live);
         }
         MemoryContext old = MemoryContextSwitchTo(outer);
         tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
