@@ -581,6 +581,13 @@ struct detail::TapeState {
     uint64_t shape_keys[kShapeMax];
     uint8_t shape_order[kShapeMax];
     size_t shape_n = 0;
+    // Of the same object, each member's name token and what followed it up to its value (the
+    // name token's `end`, e.g. `"qty": `) when that is at most 16 bytes of text and the name
+    // has no escapes: the bytes (zero-padded), their length (0: none) and the token's length.
+    alignas(16) unsigned char shape_chunk[kShapeMax][16];
+    uint8_t shape_clen[kShapeMax];
+    uint8_t shape_nlen[kShapeMax];
+    size_t chunk_n = 0; // shape_n when the chunks were recorded (objects in arrays), else 0
     void clear() noexcept {
         constexpr size_t kKeep = size_t(1) << 16; // elements
         if (toks.capacity() > kKeep)
@@ -605,6 +612,7 @@ struct detail::TapeState {
         side.clear();
         in.clear();
         shape_n = 0;
+        chunk_n = 0;
     }
 };
 
@@ -1523,7 +1531,7 @@ IDEM_NOINLINE int tied_compare(const detail::TapeState &t, const unsigned char *
 // Closes the object whose token is ot and whose member names start at names[first]: sorts
 // them (22P02 for duplicates) and appends their tokens to order. end: the next token.
 void close_object(detail::TapeState &t, const unsigned char *text, uint32_t ot, uint32_t first,
-                  uint32_t end) {
+                  uint32_t end, bool in_array) {
     using T = detail::TapeState;
     T::Name *const nb = t.names.b_ + first, *const ne = t.names.e_;
     const size_t n = static_cast<size_t>(ne - nb);
@@ -1573,9 +1581,22 @@ void close_object(detail::TapeState &t, const unsigned char *text, uint32_t ot, 
                         duplicate_name(b);
                 }
             t.shape_n = 0;
+            t.chunk_n = 0;
             if (!ties) { // (distinct keys: the order depends on them alone)
                 for (size_t i = 0; i < n; i++)
                     t.shape_keys[i] = nb[i].key;
+                if (in_array) { // (objects in arrays often repeat their names)
+                    for (size_t i = 0; i < n; i++) {
+                        const T::Tok &nk = t.toks.b_[static_cast<uint32_t>(nb[i].ref)];
+                        t.shape_clen[i] = 0;
+                        if ((nb[i].ref >> 32) == 0 && nk.kind == T::InText && nk.end <= 16) {
+                            std::memcpy(t.shape_chunk[i], text + nk.off, 16); // (padded text)
+                            t.shape_clen[i] = static_cast<uint8_t>(nk.end);
+                            t.shape_nlen[i] = static_cast<uint8_t>(nk.len);
+                        }
+                    }
+                    t.chunk_n = n;
+                }
                 std::memcpy(t.shape_order, perm, T::kShapeMax);
                 t.shape_n = n;
             }
@@ -1715,6 +1736,9 @@ void Parser::run_tape(detail::TapeState &t, const Options &o) {
 
     bool member =
         false; // the value to parse is an object member's (else an array element's or the root)
+    size_t cur = 0;                    // the names of the innermost open object start at names[cur]
+    T::Tok *kn = nullptr;              // the name token being parsed
+    const unsigned char *kq = nullptr; // and its start
 value:
     switch (*p) {
     case ' ':
@@ -1752,7 +1776,8 @@ value:
             k->end = idx + 1;
             goto after;
         }
-        *t.opens.e_++ = {idx, static_cast<uint32_t>(t.names.size())}; // (room: see tape_room)
+        cur = t.names.size();
+        *t.opens.e_++ = {idx, static_cast<uint32_t>(cur)}; // (room: see tape_room)
         goto key;
     }
     case '[': {
@@ -1819,6 +1844,30 @@ key:
         const uint32_t idx = static_cast<uint32_t>(k - t.toks.b_);
         const unsigned char *q = p;
         T::Name *nm = t.names.e_++; // (room: see tape_room)
+#ifdef __SSE2__
+        // The j-th member of the last recorded shape: when the text here starts with the same
+        // bytes as its name and what followed up to its value, it parses the same way.
+        const size_t j = static_cast<size_t>(nm - t.names.b_) - cur;
+        if (j < t.chunk_n) {
+            const unsigned cl = t.shape_clen[j];
+            const unsigned want = (1u << cl) - 1;
+            const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(q));
+            const __m128i y = _mm_load_si128(reinterpret_cast<const __m128i *>(t.shape_chunk[j]));
+            const unsigned m = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(x, y)));
+            if ((m & want) == want && cl != 0) {
+                k->off = static_cast<uint32_t>(q - b);
+                k->len = t.shape_nlen[j];
+                k->end = cl;
+                nm->key = t.shape_keys[j];
+                nm->ref = idx;
+                p = q + cl;
+                member = true;
+                goto value;
+            }
+        }
+#endif
+        kn = k;
+        kq = q;
         if (const unsigned char *c = plain_string_end<true>(q, e)) {
             p = c + 1;
             k->off = static_cast<uint32_t>(q - b);
@@ -1850,6 +1899,7 @@ key:
     p++;
     if (*p == ' ') // (the usual ": ")
         p++;
+    kn->end = static_cast<uint32_t>(p - kq); // (see TapeState::shape_clen)
     member = true;
     goto value;
 
@@ -1878,8 +1928,10 @@ after:
             p++;
             if (*p == ' ') // (the usual ", ")
                 p++;
-            if (op.names != T::kNotObject)
+            if (op.names != T::kNotObject) {
+                cur = op.names;
                 goto key;
+            }
             member = false;
             goto value;
         }
@@ -1891,7 +1943,8 @@ after:
                 IDEM_FAIL("expected ',' or '}' in JSON object");
             }
             p++;
-            close_object(t, b, op.tok, op.names, end);
+            close_object(t, b, op.tok, op.names, end,
+                         t.opens.size() >= 2 && t.opens.e_[-2].names == T::kNotObject);
         } else {
             if (c != ']') {
                 if (p >= e)
