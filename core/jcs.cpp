@@ -567,6 +567,11 @@ struct detail::TapeState {
     Pod<Open> opens;
     Pod<Emit> emit;
     Buffer side; // canonical forms that differ from the text, unescaped escaped names
+    // A copy of the text followed by kPad zero bytes: pass 1 reads past the end without
+    // bounds checks (a zero byte ends every token, and only errors look at the end again);
+    // pass 2 copies any text span 32 bytes at a time.
+    static constexpr size_t kPad = 64;
+    Buffer in;
     size_t next_poll = 0;
     Tok *stop = nullptr; // (see tape_room)
     // The key sequence of the last small object whose keys were all distinct, and its sorted
@@ -576,6 +581,13 @@ struct detail::TapeState {
     uint64_t shape_keys[kShapeMax];
     uint8_t shape_order[kShapeMax];
     size_t shape_n = 0;
+    // Of the same object, each member's name token and what followed it up to its value (the
+    // name token's `end`, e.g. `"qty": `) when that is at most 16 bytes of text and the name
+    // has no escapes: the bytes (zero-padded), their length (0: none) and the token's length.
+    alignas(16) unsigned char shape_chunk[kShapeMax][16];
+    uint8_t shape_clen[kShapeMax];
+    uint8_t shape_nlen[kShapeMax];
+    size_t chunk_n = 0; // shape_n when the chunks were recorded (objects in arrays), else 0
     void clear() noexcept {
         constexpr size_t kKeep = size_t(1) << 16; // elements
         if (toks.capacity() > kKeep)
@@ -590,13 +602,17 @@ struct detail::TapeState {
             emit.release();
         if (side.capacity() > (size_t(1) << 20))
             side.release();
+        if (in.capacity() > (size_t(1) << 20))
+            in.release();
         toks.clear();
         names.clear();
         order.clear();
         opens.clear();
         emit.clear();
         side.clear();
+        in.clear();
         shape_n = 0;
+        chunk_n = 0;
     }
 };
 
@@ -1373,7 +1389,8 @@ inline bool json_ws(unsigned char c) noexcept {
 
 // The closing quote of the string token whose opening quote is at q, when the string holds
 // only printable ASCII without '\\' (the common case: its canonical form is its text); else
-// nullptr.
+// nullptr. padded: the text ends with a zero byte and 16 bytes may be read past it.
+template <bool padded = false>
 inline const unsigned char *plain_string_end(const unsigned char *q,
                                              const unsigned char *e) noexcept {
     const unsigned char *s = q + 1;
@@ -1381,17 +1398,21 @@ inline const unsigned char *plain_string_end(const unsigned char *q,
     const __m128i quote = _mm_set1_epi8('"');
     const __m128i bslash = _mm_set1_epi8('\\');
     const __m128i space = _mm_set1_epi8(0x20);
-    while (e - s >= 16) {
+    while (padded || e - s >= 16) {
+        // The end comes from the quotes alone (the shortest dependency chain for the next
+        // token); other stops are checked beside it.
         __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s));
+        const unsigned qm = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(x, quote)));
         // (signed compare: bytes below 0x20 and bytes >= 0x80)
-        __m128i bad =
-            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)),
-                         _mm_cmplt_epi8(x, space));
-        unsigned m = static_cast<unsigned>(_mm_movemask_epi8(bad));
-        if (m != 0) {
-            s += __builtin_ctz(m);
-            return *s == '"' ? s : nullptr;
+        const unsigned bad = static_cast<unsigned>(
+            _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(x, bslash), _mm_cmplt_epi8(x, space))));
+        if (qm != 0) {
+            if ((bad & ((qm & (0u - qm)) - 1)) != 0) // (a stop before the first quote)
+                return nullptr;
+            return s + __builtin_ctz(qm);
         }
+        if (bad != 0)
+            return nullptr;
         s += 16;
     }
 #endif
@@ -1405,24 +1426,24 @@ inline const unsigned char *plain_string_end(const unsigned char *q,
 // It has at most 15 significant digits (so the decimal is the shortest one that round-trips
 // through a double, and exact mode keeps the same digits) and a magnitude in the fixed-notation
 // range (>= 1e-6; < 1e15 here). Sets *end to the end of the token. nullptr: use write_number.
+// The text must end with a zero byte (TapeState::in): no bounds checks.
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
 inline const unsigned char *
-number_span(const unsigned char *s, const unsigned char *e, const unsigned char **end,
-            size_t *len) noexcept {
+number_span(const unsigned char *s, const unsigned char **end, size_t *len) noexcept {
     const unsigned char *q = s + (*s == '-');
     const unsigned char *r = q;
-    while (r < e && is_digit(*r))
+    while (is_digit(*r))
         r++;
     const size_t il = static_cast<size_t>(r - q);
     if (il == 0 || (il > 1 && *q == '0'))
         return nullptr;
-    if (r < e && *r == '.') {
+    if (*r == '.') {
         const unsigned char *f = ++r;
-        while (r < e && is_digit(*r))
+        while (is_digit(*r))
             r++;
-        if (r == f || (r < e && number_char(*r)))
+        if (r == f || number_char(*r))
             return nullptr;
         *end = r;
         const unsigned char *fe = r;
@@ -1444,7 +1465,7 @@ number_span(const unsigned char *s, const unsigned char *e, const unsigned char 
         }
         // A zero fraction: an integer value.
     } else {
-        if (r < e && number_char(*r))
+        if (number_char(*r))
             return nullptr;
         *end = r;
     }
@@ -1510,7 +1531,7 @@ IDEM_NOINLINE int tied_compare(const detail::TapeState &t, const unsigned char *
 // Closes the object whose token is ot and whose member names start at names[first]: sorts
 // them (22P02 for duplicates) and appends their tokens to order. end: the next token.
 void close_object(detail::TapeState &t, const unsigned char *text, uint32_t ot, uint32_t first,
-                  uint32_t end) {
+                  uint32_t end, bool in_array) {
     using T = detail::TapeState;
     T::Name *const nb = t.names.b_ + first, *const ne = t.names.e_;
     const size_t n = static_cast<size_t>(ne - nb);
@@ -1520,12 +1541,12 @@ void close_object(detail::TapeState &t, const unsigned char *text, uint32_t ot, 
     k.end = end;
     uint32_t *ord = t.order.e_; // (room: see tape_room)
     if (n >= 2 && n <= T::kShapeMax) {
-        uint8_t perm[T::kShapeMax];
+        uint8_t perm[T::kShapeMax] = {};
         bool same = n == t.shape_n;
         for (size_t i = 0; i < n && same; i++)
             same = nb[i].key == t.shape_keys[i];
         if (same) {
-            std::memcpy(perm, t.shape_order, n);
+            std::memcpy(perm, t.shape_order, T::kShapeMax); // (a fixed size: no call)
         } else {
             // Insertion sort of member indices by key; equal keys (rare: long common prefixes,
             // duplicates) are ordered by tied_compare. Equal names meet there (they end up
@@ -1560,10 +1581,23 @@ void close_object(detail::TapeState &t, const unsigned char *text, uint32_t ot, 
                         duplicate_name(b);
                 }
             t.shape_n = 0;
+            t.chunk_n = 0;
             if (!ties) { // (distinct keys: the order depends on them alone)
                 for (size_t i = 0; i < n; i++)
                     t.shape_keys[i] = nb[i].key;
-                std::memcpy(t.shape_order, perm, n);
+                if (in_array) { // (objects in arrays often repeat their names)
+                    for (size_t i = 0; i < n; i++) {
+                        const T::Tok &nk = t.toks.b_[static_cast<uint32_t>(nb[i].ref)];
+                        t.shape_clen[i] = 0;
+                        if ((nb[i].ref >> 32) == 0 && nk.kind == T::InText && nk.end <= 16) {
+                            std::memcpy(t.shape_chunk[i], text + nk.off, 16); // (padded text)
+                            t.shape_clen[i] = static_cast<uint8_t>(nk.end);
+                            t.shape_nlen[i] = static_cast<uint8_t>(nk.len);
+                        }
+                    }
+                    t.chunk_n = n;
+                }
+                std::memcpy(t.shape_order, perm, T::kShapeMax);
                 t.shape_n = n;
             }
         }
@@ -1671,9 +1705,10 @@ IDEM_NOINLINE const unsigned char *Parser::number_slow(detail::TapeState &t,
     return p;
 }
 
+// Pass 1 over a text followed by a zero byte and more (TapeState::in): bytes are compared
+// without bounds checks (the zero byte matches no token), and failures check for the end.
 void Parser::run_tape(detail::TapeState &t, const Options &o) {
     using T = detail::TapeState;
-    t.clear();
     const bool exact = o.exact_numbers;
     const size_t max_depth = o.max_depth;
     const unsigned char *p = p_;
@@ -1696,14 +1731,15 @@ void Parser::run_tape(detail::TapeState &t, const Options &o) {
         fail(__VA_ARGS__);                                                                         \
     } while (0)
 #define IDEM_WS()                                                                                  \
-    while (p < e && *p <= ' ' && json_ws(*p))                                                      \
+    while (*p <= ' ' && json_ws(*p))                                                               \
     p++
 
     bool member =
         false; // the value to parse is an object member's (else an array element's or the root)
+    size_t cur = 0;                    // the names of the innermost open object start at names[cur]
+    T::Tok *kn = nullptr;              // the name token being parsed
+    const unsigned char *kq = nullptr; // and its start
 value:
-    if (p >= e)
-        IDEM_FAIL("unexpected end of JSON text");
     switch (*p) {
     case ' ':
     case '\n':
@@ -1715,7 +1751,7 @@ value:
     case '"': {
         IDEM_TOKEN(k, T::InText);
         const unsigned char *q = p;
-        if (const unsigned char *c = plain_string_end(q, e)) {
+        if (const unsigned char *c = plain_string_end<true>(q, e)) {
             p = c + 1;
             k->off = static_cast<uint32_t>(q - b);
             k->len = static_cast<uint32_t>(p - q);
@@ -1731,16 +1767,17 @@ value:
             too_deep(o.max_depth);
         const uint32_t idx = static_cast<uint32_t>(k - t.toks.b_);
         p++;
-        if (p < e && *p != '}' && *p != '"')
+        if (*p != '}' && *p != '"')
             IDEM_WS();
-        if (p < e && *p == '}') {
+        if (*p == '}') {
             p++;
             k->off = 0;
             k->len = 0;
             k->end = idx + 1;
             goto after;
         }
-        *t.opens.e_++ = {idx, static_cast<uint32_t>(t.names.size())}; // (room: see tape_room)
+        cur = t.names.size();
+        *t.opens.e_++ = {idx, static_cast<uint32_t>(cur)}; // (room: see tape_room)
         goto key;
     }
     case '[': {
@@ -1750,7 +1787,7 @@ value:
         const uint32_t idx = static_cast<uint32_t>(k - t.toks.b_);
         p++;
         IDEM_WS();
-        if (p < e && *p == ']') {
+        if (*p == ']') {
             p++;
             k->end = idx + 1;
             goto after;
@@ -1780,7 +1817,7 @@ value:
             IDEM_TOKEN(k, T::InText);
             const unsigned char *end;
             size_t len;
-            if (const unsigned char *span = number_span(p, e, &end, &len)) {
+            if (const unsigned char *span = number_span(p, &end, &len)) {
                 p = end;
                 k->off = static_cast<uint32_t>(span - b);
                 k->len = static_cast<uint32_t>(len);
@@ -1789,15 +1826,17 @@ value:
             }
             goto scalar;
         }
+        if (p >= e)
+            IDEM_FAIL("unexpected end of JSON text");
         if (*p == 0xEF && e - p >= 3 && p[1] == 0xBB && p[2] == 0xBF)
             IDEM_FAIL("byte order mark in JSON text", "Send JSON text without a BOM.");
         IDEM_FAIL("unexpected character in JSON text");
     }
 
 key:
-    if (p >= e || *p != '"') {
+    if (*p != '"') {
         IDEM_WS();
-        if (p >= e || *p != '"')
+        if (*p != '"')
             IDEM_FAIL("expected a member name (a string) in JSON object");
     }
     {
@@ -1805,19 +1844,43 @@ key:
         const uint32_t idx = static_cast<uint32_t>(k - t.toks.b_);
         const unsigned char *q = p;
         T::Name *nm = t.names.e_++; // (room: see tape_room)
-        if (const unsigned char *c = plain_string_end(q, e)) {
+#ifdef __SSE2__
+        // The j-th member of the last recorded shape: when the text here starts with the same
+        // bytes as its name and what followed up to its value, it parses the same way.
+        const size_t j = static_cast<size_t>(nm - t.names.b_) - cur;
+        if (j < t.chunk_n) {
+            const unsigned cl = t.shape_clen[j];
+            const unsigned want = (1u << cl) - 1;
+            const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(q));
+            const __m128i y = _mm_load_si128(reinterpret_cast<const __m128i *>(t.shape_chunk[j]));
+            const unsigned m = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(x, y)));
+            if ((m & want) == want && cl != 0) {
+                k->off = static_cast<uint32_t>(q - b);
+                k->len = t.shape_nlen[j];
+                k->end = cl;
+                nm->key = t.shape_keys[j];
+                nm->ref = idx;
+                p = q + cl;
+                member = true;
+                goto value;
+            }
+        }
+#endif
+        kn = k;
+        kq = q;
+        if (const unsigned char *c = plain_string_end<true>(q, e)) {
             p = c + 1;
             k->off = static_cast<uint32_t>(q - b);
             k->len = static_cast<uint32_t>(p - q);
             nm->key = name_key(reinterpret_cast<const char *>(q) + 1, c - q - 1,
-                               reinterpret_cast<const char *>(e));
+                               reinterpret_cast<const char *>(e + T::kPad));
             nm->ref = idx;
         } else {
             std::string_view v;
             p = string_slow(t, k, q, &v);
             if (v.data() == nullptr) {
                 nm->key = name_key(reinterpret_cast<const char *>(q) + 1, p - q - 2,
-                                   reinterpret_cast<const char *>(e));
+                                   reinterpret_cast<const char *>(e + T::kPad));
                 nm->ref = idx;
             } else {
                 nm->key = name_key(v.data(), v.size(), v.data() + v.size());
@@ -1828,21 +1891,22 @@ key:
             }
         }
     }
-    if (p >= e || *p != ':') {
+    if (*p != ':') {
         IDEM_WS();
-        if (p >= e || *p != ':')
+        if (*p != ':')
             IDEM_FAIL("expected ':' after a member name in JSON object");
     }
     p++;
-    if (p < e && *p == ' ') // (the usual ": ")
+    if (*p == ' ') // (the usual ": ")
         p++;
+    kn->end = static_cast<uint32_t>(p - kq); // (see TapeState::shape_clen)
     member = true;
     goto value;
 
 scalar: // a string or number is complete; a member's value is usually followed by ", " and a name
-    if (member && p < e && *p == ',') {
+    if (member && *p == ',') {
         p++;
-        if (p < e && *p == ' ')
+        if (*p == ' ')
             p++;
         goto key;
     }
@@ -1855,32 +1919,38 @@ after:
         t.toks.e_ = tk;
         return;
     }
-    if (p >= e || json_ws(*p)) {
+    if (json_ws(*p))
         IDEM_WS();
-        if (p >= e)
-            IDEM_FAIL("unexpected end of JSON text");
-    }
     {
         const T::Open op = t.opens.back();
         const unsigned char c = *p;
         if (c == ',') {
             p++;
-            if (p < e && *p == ' ') // (the usual ", ")
+            if (*p == ' ') // (the usual ", ")
                 p++;
-            if (op.names != T::kNotObject)
+            if (op.names != T::kNotObject) {
+                cur = op.names;
                 goto key;
+            }
             member = false;
             goto value;
         }
         const uint32_t end = static_cast<uint32_t>(tk - t.toks.b_);
         if (op.names != T::kNotObject) {
-            if (c != '}')
+            if (c != '}') {
+                if (p >= e)
+                    IDEM_FAIL("unexpected end of JSON text");
                 IDEM_FAIL("expected ',' or '}' in JSON object");
+            }
             p++;
-            close_object(t, b, op.tok, op.names, end);
+            close_object(t, b, op.tok, op.names, end,
+                         t.opens.size() >= 2 && t.opens.e_[-2].names == T::kNotObject);
         } else {
-            if (c != ']')
+            if (c != ']') {
+                if (p >= e)
+                    IDEM_FAIL("unexpected end of JSON text");
                 IDEM_FAIL("expected ',' or ']' in JSON array");
+            }
             p++;
             t.toks.b_[op.tok].end = end;
         }
@@ -1892,10 +1962,10 @@ after:
 #undef IDEM_WS
 }
 
-// Copies a span of n bytes at src, which may be read up to limit, to o; returns the end. Room
+// Copies a span of n bytes at src, of which 32 bytes may be read, to o; returns the end. Room
 // for 32 bytes more than n at o.
-inline char *copy_span(char *o, const char *src, size_t n, const char *limit) noexcept {
-    if (n <= 32 && limit - src >= 32) {
+inline char *copy_span(char *o, const char *src, size_t n) noexcept {
+    if (n <= 32) {
         std::memcpy(o, src, 16);
         std::memcpy(o + 16, src + 16, 16);
     } else {
@@ -1911,6 +1981,15 @@ void CanonicalWriter::parse_tape(std::string_view text) {
     if (!tape_)
         tape_ = std::make_unique<T>();
     T &t = *tape_;
+    t.clear();
+    {
+        char *c = t.in.room(text.size() + T::kPad);
+        if (!text.empty())
+            std::memcpy(c, text.data(), text.size());
+        std::memset(c + text.size(), 0, T::kPad);
+        t.in.set_end(c + text.size());
+        text = t.in.view();
+    }
     Parser(text, *this).run_tape(t, opts_);
     // Second pass: write every token once, each object's members in their sorted order.
     // (Text spans are disjoint parts of the text, side spans of side; at most 2 bytes of
@@ -1918,12 +1997,11 @@ void CanonicalWriter::parse_tape(std::string_view text) {
     char *o = out_.room(text.size() + t.side.size() + 2 * t.toks.size() + 64);
     t.side.room(32); // (so that copy_span may read 32 bytes from any side span)
     const char *const base[2] = {text.data(), t.side.data()};
-    const char *const limit[2] = {text.data() + text.size(), t.side.data() + t.side.capacity()};
     const T::Tok *const toks = t.toks.b_;
     const uint32_t *const order = t.order.b_;
     uint32_t i = 0; // the value to write
     uint32_t next;  // the token after the value just written
-#define IDEM_COPY(k) o = copy_span(o, base[(k).kind] + (k).off, (k).len, limit[(k).kind])
+#define IDEM_COPY(k) o = copy_span(o, base[(k).kind] + (k).off, (k).len)
 value : {
     const T::Tok &k = toks[i];
     if (k.kind <= T::InSide) {
@@ -1952,19 +2030,24 @@ value : {
     goto elements;
 }
 members : { // the object on top has f.left > 0 members to write, the next at f.ord
+    // (ord and left stay in registers: the byte stores at o may alias f for the compiler)
     T::Emit &f = t.emit.back();
+    const uint32_t *ord = f.ord;
+    uint32_t left = f.left;
     for (;;) {
-        const uint32_t kt = *f.ord++;
+        const uint32_t kt = *ord++;
         IDEM_COPY(toks[kt]);
         *o++ = ':';
-        f.left--;
+        left--;
         const T::Tok &v = toks[kt + 1];
         if (v.kind > T::InSide) {
+            f.ord = ord;
+            f.left = left;
             i = kt + 1;
             goto value;
         }
         IDEM_COPY(v);
-        if (f.left == 0)
+        if (left == 0)
             break;
         *o++ = ',';
     }
@@ -1974,18 +2057,18 @@ members : { // the object on top has f.left > 0 members to write, the next at f.
     goto up;
 }
 elements : { // the array on top has its next element at i
-    T::Emit &f = t.emit.back();
+    const uint32_t end = t.emit.back().end;
     for (;;) {
         const T::Tok &v = toks[i];
         if (v.kind > T::InSide)
             goto value;
         IDEM_COPY(v);
-        if (++i == f.end)
+        if (++i == end)
             break;
         *o++ = ',';
     }
     *o++ = ']';
-    next = f.end;
+    next = end;
     t.emit.pop_back();
     goto up;
 }
