@@ -1739,6 +1739,7 @@ void Parser::run_tape(detail::TapeState &t, const Options &o) {
     size_t cur = 0;                    // the names of the innermost open object start at names[cur]
     T::Tok *kn = nullptr;              // the name token being parsed
     const unsigned char *kq = nullptr; // and its start
+    size_t sj = 0; // (shape) the members of the object in an array that matched so far
 value:
     switch (*p) {
     case ' ':
@@ -1778,6 +1779,12 @@ value:
         }
         cur = t.names.size();
         *t.opens.e_++ = {idx, static_cast<uint32_t>(cur)}; // (room: see tape_room)
+#ifdef __SSE2__
+        if (!member && t.chunk_n != 0 && t.opens.size() >= 2) { // (an element of an array)
+            sj = 0;
+            goto shape;
+        }
+#endif
         goto key;
     }
     case '[': {
@@ -1902,6 +1909,80 @@ key:
     kn->end = static_cast<uint32_t>(p - kq); // (see TapeState::shape_clen)
     member = true;
     goto value;
+
+#ifdef __SSE2__
+// An object in an array whose first sj members matched the last recorded shape (see
+// TapeState::shape_chunk) name for name, with string or number values; p is at the next
+// member. A member that does not match, or another value, goes on through key or value.
+shape : {
+    const unsigned cl = t.shape_clen[sj];
+    const unsigned want = (1u << cl) - 1;
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+    const __m128i y = _mm_load_si128(reinterpret_cast<const __m128i *>(t.shape_chunk[sj]));
+    const unsigned m = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(x, y)));
+    if ((m & want) != want || cl == 0)
+        goto key;
+    {
+        IDEM_TOKEN(k, T::InText);
+        T::Name *nm = t.names.e_++; // (room: see tape_room)
+        k->off = static_cast<uint32_t>(p - b);
+        k->len = t.shape_nlen[sj];
+        k->end = cl;
+        nm->key = t.shape_keys[sj];
+        nm->ref = static_cast<uint32_t>(k - t.toks.b_);
+    }
+    p += cl;
+    member = true;
+    const unsigned char *const q = p;
+    if (*q == '"') {
+        const unsigned char *c = plain_string_end<true>(q, e);
+        if (!c)
+            goto value;
+        IDEM_TOKEN(k, T::InText);
+        p = c + 1;
+        k->off = static_cast<uint32_t>(q - b);
+        k->len = static_cast<uint32_t>(p - q);
+    } else if (*q == '-' || is_digit(*q)) {
+        const unsigned char *end;
+        size_t len;
+        const unsigned char *span = number_span(q, &end, &len);
+        if (!span)
+            goto value;
+        IDEM_TOKEN(k, T::InText);
+        p = end;
+        k->off = static_cast<uint32_t>(span - b);
+        k->len = static_cast<uint32_t>(len);
+    } else {
+        goto value;
+    }
+    if (++sj < t.chunk_n) {
+        if (*p != ',')
+            goto scalar;
+        p++;
+        if (*p == ' ')
+            p++;
+        goto shape;
+    }
+    if (*p != '}')
+        goto scalar;
+    // All members, in the recorded sequence: the same distinct names, the recorded order.
+    p++;
+    const T::Open op = t.opens.back();
+    T::Tok &ok = t.toks.b_[op.tok];
+    const size_t n = t.chunk_n;
+    ok.off = static_cast<uint32_t>(t.order.size());
+    ok.len = static_cast<uint32_t>(n);
+    ok.end = static_cast<uint32_t>(tk - t.toks.b_);
+    uint32_t *ord = t.order.e_; // (room: see tape_room)
+    const T::Name *nb = t.names.b_ + op.names;
+    for (size_t i = 0; i < n; i++)
+        ord[i] = static_cast<uint32_t>(nb[t.shape_order[i]].ref);
+    t.order.e_ = ord + n;
+    t.names.e_ = t.names.b_ + op.names;
+    t.opens.pop_back();
+    goto after;
+}
+#endif
 
 scalar: // a string or number is complete; a member's value is usually followed by ", " and a name
     if (member && *p == ',') {
