@@ -84,9 +84,9 @@ struct EscapeTable {
 };
 constexpr EscapeTable kEscape;
 
-// The number of leading bytes of p[0..n) that a JCS string copies unchanged (no control
-// character, '"' or '\\'). SSE2 checks 16 bytes per step.
-inline size_t safe_prefix(const char *p, size_t n) noexcept {
+// The number of leading bytes of p[0..n) that are no control character, '"' or '\\' (with
+// StopAtHigh, and also below 0x80). SSE2 checks 16 bytes per step.
+template <bool StopAtHigh> inline size_t plain_prefix(const unsigned char *p, size_t n) noexcept {
     size_t i = 0;
 #ifdef __SSE2__
     const __m128i quote = _mm_set1_epi8('"');
@@ -98,13 +98,20 @@ inline size_t safe_prefix(const char *p, size_t n) noexcept {
             _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)),
                          _mm_cmpeq_epi8(_mm_min_epu8(x, ctl), x)); // x <= 0x1F
         unsigned m = static_cast<unsigned>(_mm_movemask_epi8(bad));
+        if (StopAtHigh)
+            m |= static_cast<unsigned>(_mm_movemask_epi8(x)); // bytes >= 0x80
         if (m != 0)
             return i + static_cast<size_t>(__builtin_ctz(m));
     }
 #endif
-    while (i < n && !kEscape.t[static_cast<unsigned char>(p[i])])
+    while (i < n && !kEscape.t[p[i]] && (!StopAtHigh || p[i] < 0x80))
         i++;
     return i;
+}
+
+// The number of leading bytes of p[0..n) that a JCS string copies unchanged.
+inline size_t safe_prefix(const char *p, size_t n) noexcept {
+    return plain_prefix<false>(reinterpret_cast<const unsigned char *>(p), n);
 }
 
 // Writes the escape sequence of byte c (one that kEscape marks) at o; returns the end.
@@ -1079,26 +1086,9 @@ void append_utf8(std::string &out, unsigned cp) {
 }
 
 // The number of leading bytes of p[0..n) that a JSON string token holds as they are: printable
-// ASCII other than '"' and '\\' (SSE2: 16 bytes per step).
+// ASCII other than '"' and '\\'.
 inline size_t plain_run(const unsigned char *p, size_t n) noexcept {
-    size_t i = 0;
-#ifdef __SSE2__
-    const __m128i quote = _mm_set1_epi8('"');
-    const __m128i bslash = _mm_set1_epi8('\\');
-    const __m128i ctl = _mm_set1_epi8(0x1F);
-    for (; i + 16 <= n; i += 16) {
-        __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + i));
-        __m128i bad =
-            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)),
-                         _mm_cmpeq_epi8(_mm_min_epu8(x, ctl), x));
-        unsigned m = static_cast<unsigned>(_mm_movemask_epi8(bad) | _mm_movemask_epi8(x));
-        if (m != 0)
-            return i + static_cast<size_t>(__builtin_ctz(m));
-    }
-#endif
-    while (i < n && p[i] >= 0x20 && p[i] < 0x80 && p[i] != '"' && p[i] != '\\')
-        i++;
-    return i;
+    return plain_prefix<true>(p, n);
 }
 
 // Reads a string token (p_ at the opening quote) and returns its unescaped bytes: a view of the
