@@ -269,10 +269,6 @@ InsertResult insert_new(const NewRecord &rec, bool read, MemoryContext cxt, Stor
     MemoryContextSwitchTo(old);
     FreeExecutorState(estate);
     table_close(rel, NoLock);
-    // Later reads in this statement (another idem_claim of the same key) must see the row, as
-    // they would after an SPI INSERT.
-    if (result == InsertResult::Inserted)
-        CommandCounterIncrement();
     return result;
 }
 

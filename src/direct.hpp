@@ -35,7 +35,7 @@ struct NewRecord {
 };
 
 enum class InsertResult {
-    Inserted, // the row is written (and the command counter advanced)
+    Inserted, // the row is written
     Read,     // the key has a record, read into *out
     Exists,   // the key has a record, not read (see insert_new)
     Unusable  // the table has triggers, rules, row security or another shape: use SQL instead
