@@ -47,13 +47,18 @@ echo "# $(date -u +%FT%TZ) $(nproc) cores, $(pg_config --version), fsync=$FSYNC,
 # A variant ending in _sql runs the same script with idempotency.direct_access = off (the claim
 # inserts and reads through SPI statements instead of the access methods).
 VARIANTS="claim_new claim_new_sql insert_new plpgsql_new claim_replay claim_replay_sql select_replay"
-pf_opt() { case "$1" in *_sql) echo "-c idempotency.direct_access=off" ;; esac; }
+# The ratios reported (ours/baseline/goal; goal 0 = for information), for both summaries.
+export IDEM_VARIANTS=$VARIANTS
+export IDEM_RATIOS="claim_new/insert_new/0.95 claim_new/plpgsql_new/1.15 claim_replay/select_replay/0.9
+    claim_new_sql/insert_new/0.95 claim_replay_sql/select_replay/0.9 claim_new/claim_new_sql/0
+    claim_replay/claim_replay_sql/0"
+variant_opt() { case "$1" in *_sql) echo "-c idempotency.direct_access=off" ;; esac; }
 for sc in off on; do
     for r in $(seq 1 "$ROUNDS"); do
         order=$VARIANTS
         [ $((r % 2)) = 0 ] && order=$(echo $VARIANTS | tr ' ' '\n' | tac | tr '\n' ' ')
         for v in $order; do
-            tps=$(PGOPTIONS="-c synchronous_commit=$sc $(pf_opt "$v")" pgbench -n -M prepared \
+            tps=$(PGOPTIONS="-c synchronous_commit=$sc $(variant_opt "$v")" pgbench -n -M prepared \
                 -c "$CLIENTS" -j 2 -T "$SECS" -f "$B/${v%_sql}.sql" bench 2>&1 |
                 sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p')
             echo "$sc $v $r ${tps:-0}" | tee -a "$OUT/tps.txt"
@@ -62,7 +67,9 @@ for sc in off on; do
 done
 
 [ "$ROUNDS" -gt 0 ] && python3 - "$OUT/tps.txt" <<'PY' | tee "$OUT/summary.md"
-import statistics, sys
+import os, statistics, sys
+VARIANTS = os.environ['IDEM_VARIANTS'].split()
+RATIOS = [(a, b, float(g)) for a, b, g in (r.split('/') for r in os.environ['IDEM_RATIOS'].split())]
 rows = [l.split() for l in open(sys.argv[1]) if l.strip() and not l.startswith('#')]
 med = {}
 for sc in ('off', 'on'):
@@ -71,7 +78,7 @@ for sc in ('off', 'on'):
 print('| synchronous_commit | variant | median TPS | all rounds |')
 print('|---|---|---:|---|')
 for sc in ('off', 'on'):
-    for v in ('claim_new', 'claim_new_sql', 'insert_new', 'plpgsql_new', 'claim_replay', 'claim_replay_sql', 'select_replay'):
+    for v in VARIANTS:
         allr = ' '.join('%.0f' % float(r[3]) for r in rows if r[0] == sc and r[1] == v)
         print('| %s | %s | %.0f | %s |' % (sc, v, med[sc, v], allr))
 print()
@@ -80,10 +87,7 @@ rounds = sorted({r[2] for r in rows}, key=int)
 print('| synchronous_commit | ratio | ratio of medians | median of per-round ratios (min-max) | goal | met |')
 print('|---|---|---:|---:|---:|---|')
 for sc in ('off', 'on'):
-    for a, b, goal in (('claim_new', 'insert_new', 0.95), ('claim_new', 'plpgsql_new', 1.15),
-                       ('claim_replay', 'select_replay', 0.9),
-                       ('claim_new_sql', 'insert_new', 0.95), ('claim_replay_sql', 'select_replay', 0.9),
-                       ('claim_new', 'claim_new_sql', 0), ('claim_replay', 'claim_replay_sql', 0)):
+    for a, b, goal in RATIOS:
         q = med[sc, a] / med[sc, b]
         per = [t[sc, a, i] / t[sc, b, i] for i in rounds if t.get((sc, b, i))]
         pm = statistics.median(per)
@@ -102,7 +106,7 @@ if [ "$CPU_ROUNDS" -gt 0 ]; then
             order=$VARIANTS
             [ $((r % 2)) = 0 ] && order=$(echo $VARIANTS | tr ' ' '\n' | tac | tr '\n' ' ')
             for v in $order; do
-                PGOPTIONS="-c synchronous_commit=$sc $(pf_opt "$v")" pgbench -n -M prepared -c 1 \
+                PGOPTIONS="-c synchronous_commit=$sc $(variant_opt "$v")" pgbench -n -M prepared -c 1 \
                     -T "$CPU_SECS" -f "$B/${v%_sql}.sql" bench >"$OUT/cpu-run.txt" 2>&1 &
                 pgb=$!
                 pid=""
@@ -124,23 +128,22 @@ if [ "$CPU_ROUNDS" -gt 0 ]; then
         done
     done
     python3 - "$OUT/cpu.txt" <<'PY' | tee "$OUT/cpu-summary.md"
-import statistics, sys
+import os, statistics, sys
+VARIANTS = os.environ['IDEM_VARIANTS'].split()
+RATIOS = [(a, b, float(g)) for a, b, g in (r.split('/') for r in os.environ['IDEM_RATIOS'].split())]
 rows = [l.split() for l in open(sys.argv[1]) if l.strip() and float(l.split()[3]) > 0]
 med = {(sc, v): statistics.median(float(r[3]) for r in rows if r[0] == sc and r[1] == v)
        for sc in ('off', 'on') for v in {r[1] for r in rows}}
 print('| synchronous_commit | variant | backend CPU µs per transaction (median) |')
 print('|---|---|---:|')
 for sc in ('off', 'on'):
-    for v in ('claim_new', 'claim_new_sql', 'insert_new', 'plpgsql_new', 'claim_replay', 'claim_replay_sql', 'select_replay'):
+    for v in VARIANTS:
         print('| %s | %s | %.1f |' % (sc, v, med[sc, v]))
 print()
 print('| synchronous_commit | cost ratio (baseline CPU / ours = throughput at equal CPU) | value | goal | met |')
 print('|---|---|---:|---:|---|')
 for sc in ('off', 'on'):
-    for a, b, goal in (('claim_new', 'insert_new', 0.95), ('claim_new', 'plpgsql_new', 1.15),
-                       ('claim_replay', 'select_replay', 0.9),
-                       ('claim_new_sql', 'insert_new', 0.95), ('claim_replay_sql', 'select_replay', 0.9),
-                       ('claim_new', 'claim_new_sql', 0), ('claim_replay', 'claim_replay_sql', 0)):
+    for a, b, goal in RATIOS:
         q = med[sc, b] / med[sc, a]
         print('| %s | %s vs %s | %.3f | %.2f | %s |' % (sc, a, b, q, goal, '-' if goal == 0 else 'yes' if q >= goal else 'NO'))
 PY
