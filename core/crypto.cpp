@@ -9,11 +9,29 @@
 
 namespace idem {
 
+namespace {
+
+// SHA-256, fetched once: EVP_sha256() makes OpenSSL 3 look the algorithm up again in every
+// digest it starts.
+const EVP_MD *sha256_md() {
+#if OPENSSL_VERSION_NUMBER >= 0x30000000L
+    static const EVP_MD *const md = [] {
+        const EVP_MD *m = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+        return m != nullptr ? m : EVP_sha256();
+    }();
+    return md;
+#else
+    return EVP_sha256();
+#endif
+}
+
+} // namespace
+
 // One-shot SHA-256 of data.
 Digest sha256(std::string_view data) {
     Digest out{};
     unsigned int len = 0;
-    if (EVP_Digest(data.data(), data.size(), out.data(), &len, EVP_sha256(), nullptr) != 1 ||
+    if (EVP_Digest(data.data(), data.size(), out.data(), &len, sha256_md(), nullptr) != 1 ||
         len != out.size())
         throw std::runtime_error("OpenSSL SHA-256 failed");
     return out;
@@ -21,7 +39,7 @@ Digest sha256(std::string_view data) {
 
 Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
     if (ctx_ == nullptr ||
-        EVP_DigestInit_ex(static_cast<EVP_MD_CTX *>(ctx_), EVP_sha256(), nullptr) != 1) {
+        EVP_DigestInit_ex(static_cast<EVP_MD_CTX *>(ctx_), sha256_md(), nullptr) != 1) {
         EVP_MD_CTX_free(static_cast<EVP_MD_CTX *>(ctx_));
         throw std::runtime_error("OpenSSL SHA-256 init failed");
     }
@@ -45,6 +63,12 @@ Digest Sha256::finish() {
         len != out.size())
         throw std::runtime_error("OpenSSL SHA-256 final failed");
     return out;
+}
+
+// Starts over with an empty message.
+void Sha256::reset() {
+    if (EVP_DigestInit_ex(static_cast<EVP_MD_CTX *>(ctx_), sha256_md(), nullptr) != 1)
+        throw std::runtime_error("OpenSSL SHA-256 init failed");
 }
 
 // HMAC-SHA256 of message under key (RFC 2104).

@@ -24,6 +24,8 @@ class Sha256 {
     void update(const void *data, size_t len);
     void update(std::string_view s) { update(s.data(), s.size()); }
     Digest finish();
+    // Starts a new digest, keeping the context (cheaper than a new object).
+    void reset();
 
   private:
     void *ctx_; // EVP_MD_CTX

@@ -31,6 +31,19 @@ TEST(Sha256, IncrementalEqualsOneShot) {
     EXPECT_EQ(h.finish(), idem::sha256(data));
 }
 
+TEST(Sha256, ResetStartsOver) {
+    idem::Sha256 h;
+    h.update("abc");
+    EXPECT_EQ(hex(h.finish()), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    h.reset();
+    EXPECT_EQ(hex(h.finish()), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    h.reset();
+    h.update("ab");
+    h.reset(); // (drops "ab")
+    h.update("abc");
+    EXPECT_EQ(hex(h.finish()), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
 TEST(HmacSha256, Rfc4231) {
     // Test case 1
     EXPECT_EQ(hex(idem::hmac_sha256(std::string(20, '\x0b'), "Hi There")),
