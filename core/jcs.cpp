@@ -540,7 +540,9 @@ template <class T> class Pod {
 } // namespace
 
 struct detail::TapeState {
-    enum Kind : uint32_t { InText = 0, InSide = 1, Object = 2, Array = 3 };
+    // Shaped: an object in an array that matched the recorded shape whole (see shape in
+    // run_tape); off: its members' value spans in vals, in text order; len: its ShapeRec.
+    enum Kind : uint32_t { InText = 0, InSide = 1, Object = 2, Array = 3, Shaped = 4 };
     // One per value and member name, in text order. Spans hold canonical bytes.
     struct Tok {
         uint32_t off;  // span: offset in the text (InText) or side (InSide); object: in order
@@ -595,6 +597,21 @@ struct detail::TapeState {
     uint8_t shape_clen[kShapeMax];
     uint8_t shape_nlen[kShapeMax];
     size_t chunk_n = 0; // shape_n when the chunks were recorded (objects in arrays), else 0
+    // What pass 2 needs to write a Shaped object: for each member in sorted order its name
+    // and ':' (zero-padded) and length, and the member's index in text order.
+    struct ShapeRec {
+        alignas(16) char name[kShapeMax][32];
+        uint8_t name_len[kShapeMax];
+        uint8_t text_index[kShapeMax];
+        uint32_t n;
+    };
+    Pod<ShapeRec> recs;
+    uint32_t rec = kNotObject; // the ShapeRec of the recorded shape, once one was needed
+    struct Span {
+        uint32_t off;
+        uint32_t len;
+    };
+    Pod<Span> vals; // the value spans (text) of Shaped objects' members
     void clear() noexcept {
         constexpr size_t kKeep = size_t(1) << 16; // elements
         if (toks.capacity() > kKeep)
@@ -607,6 +624,8 @@ struct detail::TapeState {
             opens.release();
         if (emit.capacity() > kKeep)
             emit.release();
+        if (vals.capacity() > kKeep)
+            vals.release();
         if (side.capacity() > (size_t(1) << 20))
             side.release();
         if (in.capacity() > (size_t(1) << 20))
@@ -616,6 +635,9 @@ struct detail::TapeState {
         order.clear();
         opens.clear();
         emit.clear();
+        vals.clear();
+        recs.clear();
+        rec = kNotObject;
         side.clear();
         in.clear();
         shape_n = 0;
@@ -701,7 +723,9 @@ void CanonicalWriter::reset() {
     keys_.clear();
     if (tape_)
         tape_->clear(); // (frees its buffers after a huge document)
-    out_.room(256);     // never a null data pointer
+    hashing_ = false;
+    hashed_ = 0;
+    out_.room(256); // never a null data pointer
     scratch_.room(256);
     members_.clear();
 }
@@ -1003,8 +1027,18 @@ std::string_view CanonicalWriter::result() const {
     return out_.view();
 }
 
-Digest CanonicalWriter::digest() const {
-    return sha256(result());
+Digest CanonicalWriter::digest() {
+    std::string_view r = result();
+    if (!hashing_) {
+        if (!sha_)
+            sha_ = std::make_unique<Sha256>();
+        else
+            sha_->reset();
+        hashed_ = 0;
+    }
+    hashing_ = false;
+    sha_->update(r.data() + hashed_, r.size() - hashed_);
+    return sha_->finish();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1572,6 +1606,7 @@ void close_object(detail::TapeState &t, const unsigned char *text, uint32_t ot, 
                 }
             t.shape_n = 0;
             t.chunk_n = 0;
+            t.rec = T::kNotObject;
             if (!ties) { // (distinct keys: the order depends on them alone)
                 for (size_t i = 0; i < n; i++)
                     t.shape_keys[i] = nb[i].key;
@@ -1695,6 +1730,54 @@ IDEM_NOINLINE const unsigned char *Parser::number_slow(detail::TapeState &t,
     return p;
 }
 
+// Writes the tokens and names of the first j members of an object in an array that matched
+// the recorded shape (names at noff, values at vals' end), as key and value would have;
+// returns the new token write position.
+IDEM_NOINLINE detail::TapeState::Tok *shape_tokens(detail::TapeState &t, detail::TapeState::Tok *tk,
+                                                   const unsigned char *b, const uint32_t *noff,
+                                                   size_t j, const Options &o) {
+    using T = detail::TapeState;
+    (void)b;
+    const T::Span *sv = t.vals.e_;
+    for (size_t i = 0; i < j; i++) {
+        for (int h = 0; h < 2; h++) {
+            if (tk == t.stop)
+                tk = tape_room(t, tk, o);
+            T::Tok *k = tk++;
+            k->kind = T::InText;
+            if (h == 0) {
+                k->off = noff[i];
+                k->len = t.shape_nlen[i];
+                k->end = t.shape_clen[i];
+                T::Name *nm = t.names.e_++; // (room: see tape_room)
+                nm->key = t.shape_keys[i];
+                nm->ref = static_cast<uint32_t>(k - t.toks.b_);
+            } else {
+                k->off = sv[i].off;
+                k->len = sv[i].len;
+            }
+        }
+    }
+    return tk;
+}
+
+// Records what pass 2 needs to write objects of the recorded shape (TapeState::ShapeRec).
+IDEM_NOINLINE void record_shape(detail::TapeState &t) {
+    using T = detail::TapeState;
+    t.rec = static_cast<uint32_t>(t.recs.size());
+    t.recs.reserve_more(1);
+    T::ShapeRec &r = *t.recs.e_++;
+    std::memset(&r, 0, sizeof r);
+    r.n = static_cast<uint32_t>(t.chunk_n);
+    for (size_t i = 0; i < t.chunk_n; i++) {
+        const size_t m = t.shape_order[i];
+        std::memcpy(r.name[i], t.shape_chunk[m], t.shape_nlen[m]);
+        r.name[i][t.shape_nlen[m]] = ':';
+        r.name_len[i] = static_cast<uint8_t>(t.shape_nlen[m] + 1);
+        r.text_index[i] = static_cast<uint8_t>(m);
+    }
+}
+
 // Pass 1 over a text followed by a zero byte and more (TapeState::in): bytes are compared
 // without bounds checks (the zero byte matches no token), and failures check for the end.
 void Parser::run_tape(detail::TapeState &t, const Options &o) {
@@ -1729,7 +1812,9 @@ void Parser::run_tape(detail::TapeState &t, const Options &o) {
     size_t cur = 0;                    // the names of the innermost open object start at names[cur]
     T::Tok *kn = nullptr;              // the name token being parsed
     const unsigned char *kq = nullptr; // and its start
-    size_t sj = 0; // (shape) the members of the object in an array that matched so far
+    size_t sj = 0;         // (shape) the members of the object in an array that matched so far,
+    T::Span *sv = nullptr; // their value spans (in vals)
+    uint32_t noff[T::kShapeMax]; // and the text offsets of their names
 value:
     switch (*p) {
     case ' ':
@@ -1772,6 +1857,8 @@ value:
 #ifdef __SSE2__
         if (!member && t.chunk_n != 0 && t.opens.size() >= 2) { // (an element of an array)
             sj = 0;
+            t.vals.reserve_more(T::kShapeMax);
+            sv = t.vals.e_;
             goto shape;
         }
 #endif
@@ -1910,67 +1997,70 @@ shape : {
     const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
     const __m128i y = _mm_load_si128(reinterpret_cast<const __m128i *>(t.shape_chunk[sj]));
     const unsigned m = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(x, y)));
-    if ((m & want) != want || cl == 0)
+    if ((m & want) != want || cl == 0) {
+        tk = shape_tokens(t, tk, b, noff, sj, o);
+        stop = t.stop;
         goto key;
-    {
-        IDEM_TOKEN(k, T::InText);
-        T::Name *nm = t.names.e_++; // (room: see tape_room)
-        k->off = static_cast<uint32_t>(p - b);
-        k->len = t.shape_nlen[sj];
-        k->end = cl;
-        nm->key = t.shape_keys[sj];
-        nm->ref = static_cast<uint32_t>(k - t.toks.b_);
     }
+    noff[sj] = static_cast<uint32_t>(p - b);
     p += cl;
-    member = true;
     const unsigned char *const q = p;
     if (*q == '"') {
         const unsigned char *c = plain_string_end<true>(q, e);
         if (!c)
-            goto value;
-        IDEM_TOKEN(k, T::InText);
+            goto shape_value;
         p = c + 1;
-        k->off = static_cast<uint32_t>(q - b);
-        k->len = static_cast<uint32_t>(p - q);
+        sv[sj] = {static_cast<uint32_t>(q - b), static_cast<uint32_t>(p - q)};
     } else if (*q == '-' || is_digit(*q)) {
         const unsigned char *end;
         size_t len;
         const unsigned char *span = number_span(q, &end, &len);
         if (!span)
-            goto value;
-        IDEM_TOKEN(k, T::InText);
+            goto shape_value;
         p = end;
-        k->off = static_cast<uint32_t>(span - b);
-        k->len = static_cast<uint32_t>(len);
+        sv[sj] = {static_cast<uint32_t>(span - b), static_cast<uint32_t>(len)};
     } else {
-        goto value;
+        goto shape_value;
     }
     if (++sj < t.chunk_n) {
-        if (*p != ',')
-            goto scalar;
-        p++;
-        if (*p == ' ')
+        if (*p == ',') {
             p++;
-        goto shape;
+            if (*p == ' ')
+                p++;
+            goto shape;
+        }
+    } else if (*p == '}') {
+        // All members, in the recorded sequence: the same distinct names, the recorded order.
+        p++;
+        if (t.rec == T::kNotObject)
+            record_shape(t);
+        T::Tok &ok = t.toks.b_[t.opens.back().tok];
+        ok.kind = T::Shaped;
+        ok.off = static_cast<uint32_t>(sv - t.vals.b_);
+        ok.len = t.rec;
+        t.vals.e_ = sv + sj;
+        t.opens.pop_back();
+        goto after;
     }
-    if (*p != '}')
-        goto scalar;
-    // All members, in the recorded sequence: the same distinct names, the recorded order.
-    p++;
-    const T::Open op = t.opens.back();
-    T::Tok &ok = t.toks.b_[op.tok];
-    const size_t n = t.chunk_n;
-    ok.off = static_cast<uint32_t>(t.order.size());
-    ok.len = static_cast<uint32_t>(n);
-    ok.end = static_cast<uint32_t>(tk - t.toks.b_);
-    uint32_t *ord = t.order.e_; // (room: see tape_room)
-    const T::Name *nb = t.names.b_ + op.names;
-    for (size_t i = 0; i < n; i++)
-        ord[i] = static_cast<uint32_t>(nb[t.shape_order[i]].ref);
-    t.order.e_ = ord + n;
-    t.names.e_ = t.names.b_ + op.names;
-    t.opens.pop_back();
-    goto after;
+    // Something else follows the value: on through scalar, as the tokens would have been.
+    tk = shape_tokens(t, tk, b, noff, sj, o);
+    stop = t.stop;
+    member = true;
+    goto scalar;
+shape_value: // the j-th member's name matched, its value is another kind: on through value
+    tk = shape_tokens(t, tk, b, noff, sj, o);
+    {
+        IDEM_TOKEN(k, T::InText);
+        T::Name *nm = t.names.e_++; // (room: see tape_room)
+        k->off = noff[sj];
+        k->len = t.shape_nlen[sj];
+        k->end = cl;
+        nm->key = t.shape_keys[sj];
+        nm->ref = static_cast<uint32_t>(k - t.toks.b_);
+    }
+    stop = t.stop;
+    member = true;
+    goto value;
 }
 #endif
 
@@ -2047,7 +2137,7 @@ inline char *copy_span(char *o, const char *src, size_t n) noexcept {
 
 } // namespace
 
-void CanonicalWriter::parse_tape(std::string_view text) {
+void CanonicalWriter::parse_tape(std::string_view text, bool hash) {
     using T = detail::TapeState;
     if (!tape_)
         tape_ = std::make_unique<T>();
@@ -2072,11 +2162,39 @@ void CanonicalWriter::parse_tape(std::string_view text) {
     const uint32_t *const order = t.order.b_;
     uint32_t i = 0; // the value to write
     uint32_t next;  // the token after the value just written
+    // With hash: whenever the text written passes hash_at, its whole 64-byte blocks not yet
+    // hashed go to SHA-256 (kHashRun: measured against 64 and 256, bench/RESULTS.md).
+    char *const o0 = o;
+    constexpr size_t kHashRun = 128;
+    const char *hash_at = reinterpret_cast<const char *>(UINTPTR_MAX);
+    if (hash) {
+        if (!sha_)
+            sha_ = std::make_unique<Sha256>();
+        else
+            sha_->reset();
+        hashing_ = true;
+        hash_at = o + kHashRun;
+    }
 #define IDEM_COPY(k) o = copy_span(o, base[(k).kind] + (k).off, (k).len)
 value : {
     const T::Tok &k = toks[i];
     if (k.kind <= T::InSide) {
         IDEM_COPY(k);
+        next = i + 1;
+        goto up;
+    }
+    if (k.kind == T::Shaped) {
+        const T::ShapeRec &r = t.recs.b_[k.len];
+        const T::Span *const vs = t.vals.b_ + k.off;
+        *o++ = '{';
+        for (uint32_t m = 0; m < r.n; m++) {
+            std::memcpy(o, r.name[m], 32);
+            o += r.name_len[m];
+            const T::Span v = vs[r.text_index[m]];
+            o = copy_span(o, base[0] + v.off, v.len);
+            *o++ = ',';
+        }
+        o[-1] = '}';
         next = i + 1;
         goto up;
     }
@@ -2144,6 +2262,12 @@ elements : { // the array on top has its next element at i
     goto up;
 }
 up: // the value before token next is complete
+    if (o >= hash_at) {
+        size_t upto = static_cast<size_t>(o - o0) & ~size_t(63);
+        sha_->update(o0 + hashed_, upto - hashed_);
+        hashed_ = upto;
+        hash_at = o0 + upto + kHashRun;
+    }
     if (t.emit.empty()) {
         out_.set_end(o);
         done_ = true;
@@ -2172,16 +2296,25 @@ up: // the value before token next is complete
 #undef IDEM_COPY
 }
 
-void parse_into(std::string_view text, CanonicalWriter &w) {
-    w.reset();
+void CanonicalWriter::parse(std::string_view text, bool hash) {
+    reset();
     // The tape's 32-bit offsets would cover texts up to 64 MiB (canonical numbers in the side
     // buffer can be ~20x their text); it takes up to 16 bytes per token, so bigger texts (and
     // filters) go through the streaming writer.
-    if (!w.filtering_ && text.size() <= (size_t(16) << 20)) {
-        w.parse_tape(text);
+    if (!filtering_ && text.size() <= (size_t(16) << 20)) {
+        parse_tape(text, hash);
         return;
     }
-    Parser(text, w).run();
+    Parser(text, *this).run();
+}
+
+void parse_into(std::string_view text, CanonicalWriter &w) {
+    w.parse(text, false);
+}
+
+Digest fingerprint_into(std::string_view text, CanonicalWriter &w) {
+    w.parse(text, true);
+    return w.digest();
 }
 
 std::string canonicalize_text(std::string_view text, const Options &opts) {
@@ -2192,8 +2325,7 @@ std::string canonicalize_text(std::string_view text, const Options &opts) {
 
 Digest fingerprint_text(std::string_view text, const Options &opts) {
     CanonicalWriter w(opts);
-    parse_into(text, w);
-    return w.digest();
+    return fingerprint_into(text, w);
 }
 
 } // namespace idem::jcs

@@ -126,15 +126,18 @@ class CanonicalWriter {
     bool done() const noexcept { return done_; }
     // The canonical UTF-8 text; valid until the next reset. Throws if the document is incomplete.
     std::string_view result() const;
-    // SHA-256 of result().
-    Digest digest() const;
+    // SHA-256 of result() (bytes already hashed by fingerprint_into are not hashed again).
+    Digest digest();
 
   private:
     friend void parse_into(std::string_view text, CanonicalWriter &w);
+    friend Digest fingerprint_into(std::string_view text, CanonicalWriter &w);
     struct Frame;
     struct Member;
-    // parse_into without filters: a tape of tokens, then one ordered write of out_.
-    void parse_tape(std::string_view text);
+    // parse_into without filters: a tape of tokens, then one ordered write of out_ (hash:
+    // feeding what is written to sha_ as it goes).
+    void parse_tape(std::string_view text, bool hash);
+    void parse(std::string_view text, bool hash);
     void before_value();
     void child_filter(const Frame &parent, std::string_view name, int64_t index);
     void child_done(bool kept, size_t start);
@@ -163,6 +166,9 @@ class CanonicalWriter {
     // Array indices parsed from the paths (-1 when the element is not an index).
     std::vector<std::vector<int64_t>> ex_idx_, in_idx_;
     std::unique_ptr<detail::TapeState> tape_; // created by the first parse_tape
+    std::unique_ptr<Sha256> sha_;             // created by the first digest or fingerprint_into
+    bool hashing_ = false;                    // sha_ holds the digest of out_[0, hashed_) so far
+    size_t hashed_ = 0;
 };
 
 // Parses raw JSON text strictly (RFC 8259 grammar, I-JSON: no duplicate member names after
@@ -175,6 +181,11 @@ std::string canonicalize_text(std::string_view text, const Options &opts = {});
 
 // SHA-256 of the canonical form of raw JSON text.
 Digest fingerprint_text(std::string_view text, const Options &opts = {});
+
+// parse_into, then w.digest(), with the hashing done while the canonical text is written: the
+// unfiltered path hands each finished 128 bytes or so to SHA-256 at once, so that the CPU
+// overlaps the (latency-bound) SHA-256 rounds with the writing. Same result and errors.
+Digest fingerprint_into(std::string_view text, CanonicalWriter &w);
 
 // ECMAScript Number.prototype.toString of a finite double (RFC 8785 §3.2.2.3); -0 gives "0".
 // Appends to out.

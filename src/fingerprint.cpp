@@ -594,6 +594,14 @@ void parse_text(idem::jcs::CanonicalWriter *w, const char *s, int len) {
         raise(pe);
 }
 
+// A 32-byte digest as bytea.
+Datum digest_bytea(const unsigned char *d) {
+    bytea *r = static_cast<bytea *>(palloc(VARHDRSZ + 32));
+    SET_VARSIZE(r, VARHDRSZ + 32);
+    memcpy(VARDATA(r), d, 32);
+    PG_RETURN_BYTEA_P(r);
+}
+
 Datum digest_result(idem::jcs::CanonicalWriter *w) {
     PendingError pe;
     unsigned char d[32];
@@ -602,10 +610,7 @@ Datum digest_result(idem::jcs::CanonicalWriter *w) {
             memcpy(d, x.data(), sizeof d);
         }))
         raise(pe);
-    bytea *r = static_cast<bytea *>(palloc(VARHDRSZ + sizeof d));
-    SET_VARSIZE(r, VARHDRSZ + sizeof d);
-    memcpy(VARDATA(r), d, sizeof d);
-    PG_RETURN_BYTEA_P(r);
+    return digest_bytea(d);
 }
 
 Datum text_result(idem::jcs::CanonicalWriter *w) {
@@ -687,10 +692,7 @@ IDEM_PG_FUNCTION(idem_fingerprint_jsonb) {
             }))
             raise(pe);
         release_buf(b);
-        bytea *r = static_cast<bytea *>(palloc(VARHDRSZ + sizeof d));
-        SET_VARSIZE(r, VARHDRSZ + sizeof d);
-        memcpy(VARDATA(r), d, sizeof d);
-        PG_RETURN_BYTEA_P(r);
+        return digest_bytea(d);
     }
     idem::jcs::CanonicalWriter *w = prepare_writer(exact, &ex, &in);
     walk_jsonb(jb, w);
@@ -707,8 +709,14 @@ IDEM_PG_FUNCTION(idem_fingerprint_text) {
     int len;
     const char *s = text_arg_utf8(fcinfo, &len);
     idem::jcs::CanonicalWriter *w = prepare_writer(exact, &ex, &in);
-    parse_text(w, s, len);
-    return digest_result(w);
+    PendingError pe;
+    unsigned char d[32];
+    if (!run_cpp(pe, [&] {
+            idem::Digest x = idem::jcs::fingerprint_into(std::string_view(s, len), *w);
+            memcpy(d, x.data(), sizeof d);
+        }))
+        raise(pe);
+    return digest_bytea(d);
 }
 
 // idem_uuid_v7() -> uuid: RFC 9562 version 7, strictly increasing within the session.

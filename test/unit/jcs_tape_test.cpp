@@ -343,6 +343,68 @@ TEST(JcsTape, ObjectsInArraysMatchTheirShapeWhole) {
     }
 }
 
+TEST(JcsTape, ShapedObjectsKeepTheirOwnShape) {
+    // Objects in arrays that match a recorded shape whole are written from that shape's
+    // record in pass 2; a later shape must not change how earlier objects are written.
+    const std::string doc =
+        R"([{"b": 1, "a": "x"}, {"b": 2, "a": "y"}, {"d": 3, "c": "z"}, {"d": 4, "c": "w"},)"
+        R"( {"b": 5, "a": "v"}, {"b": -0, "a": "u"}, [{"f": 1, "e": 2}, {"f": 3, "e": 4}],)"
+        R"( {"b": 6, "a": "t"}, {"b": 7.50, "a": "s"}, {"b": 8, "a": "r"}])";
+    EXPECT_EQ(canon(doc), R"([{"a":"x","b":1},{"a":"y","b":2},{"c":"z","d":3},{"c":"w","d":4},)"
+                          R"({"a":"v","b":5},{"a":"u","b":0},[{"e":2,"f":1},{"e":4,"f":3}],)"
+                          R"({"a":"t","b":6},{"a":"s","b":7.5},{"a":"r","b":8}])");
+    expect_same(doc);
+    for (size_t cut = 0; cut < doc.size(); cut++)
+        expect_same(doc.substr(0, cut));
+    // Names whose text up to the value is 16 bytes (recorded) and 17 (not recorded).
+    const std::string names = R"([{"bbbbbbbbbbbb": 1, "aaaaaaaaaaaaa": 2}, {"bbbbbbbbbbbb": 3, )"
+                              R"("aaaaaaaaaaaaa": 4}, {"bbbbbbbbbbbb": 5, "aaaaaaaaaaaaa": 6}])";
+    EXPECT_EQ(canon(names), R"([{"aaaaaaaaaaaaa":2,"bbbbbbbbbbbb":1},{"aaaaaaaaaaaaa":4,)"
+                            R"("bbbbbbbbbbbb":3},{"aaaaaaaaaaaaa":6,"bbbbbbbbbbbb":5}])");
+    expect_same(names);
+    // Thousands of shaped objects (one token each) with an interrupt callback: it is still
+    // polled, and the result is the streaming writer's.
+    std::string many = "[";
+    for (int i = 0; i < 20000; i++)
+        many += (i ? ", " : "") + std::string(R"({"id": )") + std::to_string(i) + R"(, "tag": "t)" +
+                std::to_string(i % 10) + "\"}";
+    many += "]";
+    expect_same(many);
+    Options o;
+    static int polls;
+    polls = 0;
+    o.interrupted = [] { return ++polls < 0; };
+    EXPECT_EQ(run(many, o).text, reference(many).text);
+    EXPECT_GE(polls, 2);
+}
+
+TEST(JcsTape, FingerprintWhileWriting) {
+    // fingerprint_into hashes during pass 2: the same digest as hashing the result, for
+    // canonical texts of every length around the points where it hands bytes to SHA-256.
+    idem::jcs::CanonicalWriter w;
+    std::string arr = "[";
+    for (int i = 0; i < 400; i++) {
+        arr +=
+            (i ? ", " : "") + std::string(R"({"v": )") + std::to_string(i % 10) + R"(, "k": "x"})";
+        const std::string doc = arr + "]";
+        const std::string c = canon(doc);
+        EXPECT_EQ(idem::jcs::fingerprint_into(doc, w), idem::sha256(c)) << doc.size();
+        EXPECT_EQ(w.result(), c);
+        EXPECT_EQ(w.digest(), idem::sha256(c)); // (again: not hashed twice)
+        idem::jcs::parse_into(doc, w);
+        EXPECT_EQ(w.digest(), idem::sha256(c));
+    }
+    // After an error, and through the streaming writer (filters).
+    EXPECT_THROW(idem::jcs::fingerprint_into(arr + ", x]", w), idem::Error);
+    EXPECT_THROW(w.digest(), std::logic_error);
+    EXPECT_EQ(idem::jcs::fingerprint_into("[1, 2]", w), idem::sha256("[1,2]"));
+    Options f;
+    f.exclude = {{"k"}};
+    idem::jcs::CanonicalWriter fw(f);
+    EXPECT_EQ(idem::jcs::fingerprint_into(R"({"k": 1, "v": 2})", fw), idem::sha256(R"({"v":2})"));
+    EXPECT_EQ(idem::jcs::fingerprint_text(arr + "]"), idem::sha256(canon(arr + "]")));
+}
+
 TEST(JcsTape, StringsAndLiterals) {
     for (const char *s : {R"("")", R"("plain")", R"("Zo\u00eb")", R"("\u0000")", R"("a\"b")",
                           R"("\/\b\f\n\r\t\\")", R"("\u001f\u007f\u0080")", R"("\ud83d\ude00")",
