@@ -1730,6 +1730,114 @@ IDEM_NOINLINE const unsigned char *Parser::number_slow(detail::TapeState &t,
     return p;
 }
 
+// A string value at q (in the padded text) with escapes or bytes >= 0x80: written
+// canonically to side in one pass (k becomes InSide), or kept as a text span when it has no
+// escapes. Returns the end of the token, or null (side unchanged) for what string_slow must
+// decide: errors, surrogate escapes.
+IDEM_NOINLINE const unsigned char *string_value(detail::TapeState &t, detail::TapeState::Tok *k,
+                                                const unsigned char *q, const unsigned char *b,
+                                                const unsigned char *e) {
+    // The value of a hexadecimal digit, or -1.
+    auto hex = [](unsigned c) -> int {
+        if (c - '0' < 10)
+            return static_cast<int>(c - '0');
+        c |= 0x20;
+        return c - 'a' < 6 ? static_cast<int>(c - 'a' + 10) : -1;
+    };
+    const size_t at = t.side.size();
+    char *o = t.side.room(64);
+    char *lim = o + 64;
+    bool escapes = false;
+    const unsigned char *p = q + 1;
+    *o++ = '"';
+    for (;;) {
+        const size_t n = plain_prefix<true>(p, static_cast<size_t>(e - p));
+        if (static_cast<size_t>(lim - o) < n + 8) { // (room for the run and one sequence)
+            t.side.set_end(o);
+            o = t.side.room(n + 64);
+            lim = o + n + 64;
+        }
+        std::memcpy(o, p, n);
+        o += n;
+        p += n;
+        unsigned c = *p;
+        if (c == '"') {
+            p++;
+            break;
+        }
+        if (c >= 0x80) {
+            const size_t l = utf8_seq_len(p, static_cast<size_t>(e - p));
+            if (l == 0)
+                goto fail;
+            std::memcpy(o, p, 4); // (the padded text has 4 bytes here)
+            o += l;
+            p += l;
+            continue;
+        }
+        if (c != '\\') // (a control character, or the end of the text)
+            goto fail;
+        escapes = true;
+        c = p[1];
+        switch (c) {
+        case '"':
+        case '\\':
+        case 'b':
+        case 'f':
+        case 'n':
+        case 'r':
+        case 't':
+            *o++ = '\\';
+            *o++ = static_cast<char>(c);
+            p += 2;
+            break;
+        case '/':
+            *o++ = '/';
+            p += 2;
+            break;
+        case 'u': {
+            const int h0 = hex(p[2]), h1 = hex(p[3]), h2 = hex(p[4]), h3 = hex(p[5]);
+            if ((h0 | h1 | h2 | h3) < 0) // (zero padding is no digit)
+                goto fail;
+            const unsigned cp = static_cast<unsigned>((h0 << 12) | (h1 << 8) | (h2 << 4) | h3);
+            if (cp >= 0xD800 && cp <= 0xDFFF)
+                goto fail;
+            p += 6;
+            if (cp < 0x80) {
+                if (kEscape.t[cp])
+                    o = write_escape(o, static_cast<unsigned char>(cp));
+                else
+                    *o++ = static_cast<char>(cp);
+            } else if (cp < 0x800) {
+                *o++ = static_cast<char>(0xC0 | (cp >> 6));
+                *o++ = static_cast<char>(0x80 | (cp & 0x3F));
+            } else {
+                *o++ = static_cast<char>(0xE0 | (cp >> 12));
+                *o++ = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+                *o++ = static_cast<char>(0x80 | (cp & 0x3F));
+            }
+            break;
+        }
+        default:
+            goto fail;
+        }
+    }
+    if (!escapes) { // (UTF-8 beyond ASCII, no escapes: the text is canonical)
+        t.side.set_end(t.side.data() + at);
+        k->off = static_cast<uint32_t>(q - b);
+        k->len = static_cast<uint32_t>(p - q);
+        return p;
+    }
+    *o++ = '"';
+    t.side.set_end(o);
+    k->kind = detail::TapeState::InSide;
+    k->off = static_cast<uint32_t>(at);
+    k->len = static_cast<uint32_t>(t.side.size() - at);
+    return p;
+fail:
+    t.side.set_end(t.side.data() + at);
+    return nullptr;
+}
+
 // Writes the tokens and names of the first j members of an object in an array that matched
 // the recorded shape (names at noff, values at vals' end), as key and value would have;
 // returns the new token write position.
@@ -1831,6 +1939,8 @@ value:
             p = c + 1;
             k->off = static_cast<uint32_t>(q - b);
             k->len = static_cast<uint32_t>(p - q);
+        } else if (const unsigned char *c2 = string_value(t, k, q, b, e)) {
+            p = c2;
         } else {
             std::string_view unused;
             p = string_slow(t, k, q, &unused);

@@ -405,6 +405,36 @@ TEST(JcsTape, FingerprintWhileWriting) {
     EXPECT_EQ(idem::jcs::fingerprint_text(arr + "]"), idem::sha256(canon(arr + "]")));
 }
 
+TEST(JcsTape, EscapedStringValues) {
+    // String values with escapes or non-ASCII bytes are decoded and written in one pass;
+    // surrogate escapes and anything malformed go the general way. Each case, whole and cut
+    // at every byte, against the streaming writer.
+    std::vector<std::string> docs = {
+        R"(["\" \\ \/ \b \f \n \r \t"])",
+        R"(["\u0000\u0001\u001f\u0020\u0022\u005c\u002f\u007f\u0080\u00e9\u07ff\u0800\uffff"])",
+        R"(["\u00E9\u00e9\uABCD\uabcd", "x\u0041y"])",
+        "[\"caf\xc3\xa9\", \"caf\xc3\xa9\\n\", \"\xe2\x80\xa8\\t\xf0\x9f\x98\x80\"]",
+        R"(["\ud83d\ude00", "a\ud83d\ude00b\u00e9"])",
+        R"(["\ud83d", "\ude00", "\ud83dx"])",
+        R"(["\u12", "\u12g4", "\x", "\)",
+        "[\"a\xc3\", \"\xed\xa0\x80\", \"\xc0\xaf\", \"\\u00e9\xff\"]",
+        "[\"\\n\x01\"]",
+        R"({"k": "v\u00e9", "j": ["\n"]})",
+    };
+    // Long values (the side buffer grows inside one string), with escapes everywhere.
+    std::string longer = "[\"";
+    for (int i = 0; i < 300; i++)
+        longer += i % 3 ? "abcdefghij\\u00e9" : "\\\"\\n\\u0001\xc3\xa9";
+    docs.push_back(longer + "\"]");
+    docs.push_back(std::string("[\"") + std::string(5000, 'x') + "\\n\"]");
+    for (const std::string &d : docs) {
+        expect_same(d);
+        for (size_t cut = 0; cut < d.size() && d.size() < 200; cut++)
+            expect_same(d.substr(0, cut));
+    }
+    EXPECT_EQ(canon(R"(["\u0041\u00e9\u001F\/\u2028"])"), "[\"A\xc3\xa9\\u001f/\xe2\x80\xa8\"]");
+}
+
 TEST(JcsTape, StringsAndLiterals) {
     for (const char *s : {R"("")", R"("plain")", R"("Zo\u00eb")", R"("\u0000")", R"("a\"b")",
                           R"("\/\b\f\n\r\t\\")", R"("\u001f\u007f\u0080")", R"("\ud83d\ude00")",
