@@ -597,13 +597,14 @@ struct detail::TapeState {
     uint8_t shape_clen[kShapeMax];
     uint8_t shape_nlen[kShapeMax];
     size_t chunk_n = 0; // shape_n when the chunks were recorded (objects in arrays), else 0
-    // What pass 2 needs to write a Shaped object: for each member in sorted order its name
-    // and ':' (zero-padded) and length, and the member's index in text order.
+    // What pass 2 needs to write a Shaped object: the members' names, each followed by ':',
+    // in sorted order and back to back in side (from names), their lengths, and each member's
+    // index in text order.
     struct ShapeRec {
-        alignas(16) char name[kShapeMax][32];
+        uint32_t names;
+        uint32_t n;
         uint8_t name_len[kShapeMax];
         uint8_t text_index[kShapeMax];
-        uint32_t n;
     };
     Pod<ShapeRec> recs;
     uint32_t rec = kNotObject; // the ShapeRec of the recorded shape, once one was needed
@@ -1875,15 +1876,18 @@ IDEM_NOINLINE void record_shape(detail::TapeState &t) {
     t.rec = static_cast<uint32_t>(t.recs.size());
     t.recs.reserve_more(1);
     T::ShapeRec &r = *t.recs.e_++;
-    std::memset(&r, 0, sizeof r);
+    r.names = static_cast<uint32_t>(t.side.size());
     r.n = static_cast<uint32_t>(t.chunk_n);
+    char *o = t.side.room(T::kShapeMax * 17);
     for (size_t i = 0; i < t.chunk_n; i++) {
         const size_t m = t.shape_order[i];
-        std::memcpy(r.name[i], t.shape_chunk[m], t.shape_nlen[m]);
-        r.name[i][t.shape_nlen[m]] = ':';
+        std::memcpy(o, t.shape_chunk[m], t.shape_nlen[m]); // (at most 16 bytes)
+        o += t.shape_nlen[m];
+        *o++ = ':';
         r.name_len[i] = static_cast<uint8_t>(t.shape_nlen[m] + 1);
         r.text_index[i] = static_cast<uint8_t>(m);
     }
+    t.side.set_end(o);
 }
 
 // Pass 1 over a text followed by a zero byte and more (TapeState::in): bytes are compared
@@ -2296,10 +2300,11 @@ value : {
     if (k.kind == T::Shaped) {
         const T::ShapeRec &r = t.recs.b_[k.len];
         const T::Span *const vs = t.vals.b_ + k.off;
+        const char *name = base[1] + r.names;
         *o++ = '{';
         for (uint32_t m = 0; m < r.n; m++) {
-            std::memcpy(o, r.name[m], 32);
-            o += r.name_len[m];
+            o = copy_span(o, name, r.name_len[m]);
+            name += r.name_len[m];
             const T::Span v = vs[r.text_index[m]];
             o = copy_span(o, base[0] + v.off, v.len);
             *o++ = ',';
