@@ -627,6 +627,8 @@ struct detail::TapeState {
             emit.release();
         if (vals.capacity() > kKeep)
             vals.release();
+        if (recs.capacity() > kKeep)
+            recs.release();
         if (side.capacity() > (size_t(1) << 20))
             side.release();
         if (in.capacity() > (size_t(1) << 20))
@@ -2163,6 +2165,7 @@ shape : {
     goto scalar;
 shape_value: // the j-th member's name matched, its value is another kind: on through value
     tk = shape_tokens(t, tk, b, noff, sj, o);
+    stop = t.stop;
     {
         IDEM_TOKEN(k, T::InText);
         T::Name *nm = t.names.e_++; // (room: see tape_room)
@@ -2172,7 +2175,6 @@ shape_value: // the j-th member's name matched, its value is another kind: on th
         nm->key = t.shape_keys[sj];
         nm->ref = static_cast<uint32_t>(k - t.toks.b_);
     }
-    stop = t.stop;
     member = true;
     goto value;
 }
