@@ -1747,12 +1747,32 @@ IDEM_NOINLINE const unsigned char *string_value(detail::TapeState &t, detail::Ta
         c |= 0x20;
         return c - 'a' < 6 ? static_cast<int>(c - 'a' + 10) : -1;
     };
-    const size_t at = t.side.size();
-    char *o = t.side.room(64);
-    char *lim = o + 64;
-    bool escapes = false;
+    // Up to the first escape the text is canonical: only checked.
     const unsigned char *p = q + 1;
-    *o++ = '"';
+    for (;;) {
+        p += plain_prefix<true>(p, static_cast<size_t>(e - p));
+        if (*p == '"') { // (UTF-8 beyond ASCII, no escapes: a span of the text)
+            p++;
+            k->off = static_cast<uint32_t>(q - b);
+            k->len = static_cast<uint32_t>(p - q);
+            return p;
+        }
+        if (*p < 0x80)
+            break;
+        const size_t l = utf8_seq_len(p, static_cast<size_t>(e - p));
+        if (l == 0)
+            return nullptr;
+        p += l;
+    }
+    if (*p != '\\') // (a control character, or the end of the text)
+        return nullptr;
+    // From there on it is written to side.
+    const size_t at = t.side.size();
+    const size_t head = static_cast<size_t>(p - q);
+    char *o = t.side.room(head + 64);
+    char *lim = o + head + 64;
+    std::memcpy(o, q, head);
+    o += head;
     for (;;) {
         const size_t n = plain_prefix<true>(p, static_cast<size_t>(e - p));
         if (static_cast<size_t>(lim - o) < n + 8) { // (room for the run and one sequence)
@@ -1779,7 +1799,6 @@ IDEM_NOINLINE const unsigned char *string_value(detail::TapeState &t, detail::Ta
         }
         if (c != '\\') // (a control character, or the end of the text)
             goto fail;
-        escapes = true;
         c = p[1];
         switch (c) {
         case '"':
@@ -1823,12 +1842,6 @@ IDEM_NOINLINE const unsigned char *string_value(detail::TapeState &t, detail::Ta
         default:
             goto fail;
         }
-    }
-    if (!escapes) { // (UTF-8 beyond ASCII, no escapes: the text is canonical)
-        t.side.set_end(t.side.data() + at);
-        k->off = static_cast<uint32_t>(q - b);
-        k->len = static_cast<uint32_t>(p - q);
-        return p;
     }
     *o++ = '"';
     t.side.set_end(o);
