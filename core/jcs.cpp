@@ -2296,7 +2296,7 @@ void CanonicalWriter::parse_tape(std::string_view text, bool hash) {
     char *const o0 = o;
     constexpr size_t kHashRun = 128;
     const char *hash_at = reinterpret_cast<const char *>(UINTPTR_MAX);
-    if (hash) {
+    if (hash && text.size() >= 512) { // (smaller texts: nothing to gain, measured)
         if (!sha_)
             sha_ = std::make_unique<Sha256>();
         else

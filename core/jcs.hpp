@@ -182,9 +182,10 @@ std::string canonicalize_text(std::string_view text, const Options &opts = {});
 // SHA-256 of the canonical form of raw JSON text.
 Digest fingerprint_text(std::string_view text, const Options &opts = {});
 
-// parse_into, then w.digest(), with the hashing done while the canonical text is written: the
-// unfiltered path hands each finished 128 bytes or so to SHA-256 at once, so that the CPU
-// overlaps the (latency-bound) SHA-256 rounds with the writing. Same result and errors.
+// parse_into, then w.digest(), with the hashing done while the canonical text is written: for
+// unfiltered texts of 512 bytes or more, each finished 128 bytes or so go to SHA-256 at once,
+// so that the CPU overlaps the (latency-bound) SHA-256 rounds with the writing. Same result
+// and errors as parse_into then digest().
 Digest fingerprint_into(std::string_view text, CanonicalWriter &w);
 
 // ECMAScript Number.prototype.toString of a finite double (RFC 8785 §3.2.2.3); -0 gives "0".
