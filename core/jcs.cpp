@@ -1030,6 +1030,7 @@ std::string_view CanonicalWriter::result() const {
     return out_.view();
 }
 
+// SHA-256 of the result, continuing a digest fingerprint_into started (one reused context).
 Digest CanonicalWriter::digest() {
     std::string_view r = result();
     if (!hashing_) {
@@ -2426,6 +2427,8 @@ up: // the value before token next is complete
 #undef IDEM_COPY
 }
 
+// Resets and parses text through the tape (hash: feeding sha_ while writing) or the streaming
+// writer.
 void CanonicalWriter::parse(std::string_view text, bool hash) {
     reset();
     // The tape's 32-bit offsets would cover texts up to 64 MiB (canonical numbers in the side
@@ -2438,10 +2441,12 @@ void CanonicalWriter::parse(std::string_view text, bool hash) {
     Parser(text, *this).run();
 }
 
+// Canonicalises text into w (see jcs.hpp).
 void parse_into(std::string_view text, CanonicalWriter &w) {
     w.parse(text, false);
 }
 
+// Canonicalises text into w and returns its SHA-256, hashing while writing (see jcs.hpp).
 Digest fingerprint_into(std::string_view text, CanonicalWriter &w) {
     w.parse(text, true);
     return w.digest();
