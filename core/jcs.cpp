@@ -2271,8 +2271,7 @@ void CanonicalWriter::parse_tape(std::string_view text, bool hash) {
     using T = detail::TapeState;
     if (!tape_)
         tape_ = std::make_unique<T>();
-    T &t = *tape_;
-    t.clear();
+    T &t = *tape_; // (cleared by reset(), which parse() calls first)
     {
         char *c = t.in.room(text.size() + T::kPad);
         if (!text.empty())
