@@ -613,26 +613,32 @@ struct detail::TapeState {
         uint32_t len;
     };
     Pod<Span> vals; // the value spans (text) of Shaped objects' members
-    void clear() noexcept {
+    // Frees the buffers grown past what is kept for reuse; true if it freed any.
+    bool shrink() noexcept {
         constexpr size_t kKeep = size_t(1) << 16; // elements
-        if (toks.capacity() > kKeep)
-            toks.release();
-        if (order.capacity() > kKeep)
-            order.release();
-        if (names.capacity() > kKeep)
-            names.release();
-        if (opens.capacity() > kKeep)
-            opens.release();
-        if (emit.capacity() > kKeep)
-            emit.release();
-        if (vals.capacity() > kKeep)
-            vals.release();
-        if (recs.capacity() > kKeep)
-            recs.release();
-        if (side.capacity() > (size_t(1) << 20))
-            side.release();
-        if (in.capacity() > (size_t(1) << 20))
-            in.release();
+        bool freed = false;
+        auto pod = [&](auto &v) {
+            if (v.capacity() > kKeep) {
+                v.release();
+                freed = true;
+            }
+        };
+        pod(toks);
+        pod(order);
+        pod(names);
+        pod(opens);
+        pod(emit);
+        pod(vals);
+        pod(recs);
+        for (Buffer *buf : {&side, &in})
+            if (buf->capacity() > (size_t(1) << 20)) {
+                buf->release();
+                freed = true;
+            }
+        return freed;
+    }
+    void clear() noexcept {
+        shrink();
         toks.clear();
         names.clear();
         order.clear();
@@ -707,20 +713,44 @@ void CanonicalWriter::reset(Options opts) {
     reset();
 }
 
+// Frees the buffers that the last document grew past what is kept for reuse (reset() does it
+// too, when the next document starts); true if it freed any (the document is then gone).
+bool CanonicalWriter::shrink() noexcept {
+    constexpr size_t kKeep = size_t(1) << 20; // bytes
+    bool freed = tape_ && tape_->shrink();
+    if (out_.capacity() > kKeep) {
+        out_.release();
+        freed = true;
+    }
+    if (scratch_.capacity() > kKeep) {
+        scratch_.release();
+        freed = true;
+    }
+    if (keys_.capacity() > kKeep) {
+        std::string().swap(keys_);
+        freed = true;
+    }
+    if (members_.capacity() * sizeof(Member) > kKeep) {
+        std::vector<Member>().swap(members_);
+        freed = true;
+    }
+    if (frames_.capacity() * sizeof(Frame) > kKeep) {
+        depth_ = 0;
+        std::vector<Frame>().swap(frames_);
+        freed = true;
+    }
+    if (freed)
+        done_ = false;
+    return freed;
+}
+
 void CanonicalWriter::reset() {
     filtering_ = !opts_.exclude.empty() || !opts_.include.empty();
     done_ = false;
     expect_key_ = false;
     depth_ = 0;
     ticks_ = 0;
-    // Keep the buffers' capacity for reuse, but not after a huge document.
-    constexpr size_t kKeep = size_t(1) << 20;
-    if (out_.capacity() > kKeep)
-        out_.release();
-    if (scratch_.capacity() > kKeep)
-        scratch_.release();
-    if (keys_.capacity() > kKeep)
-        std::string().swap(keys_);
+    shrink(); // (keeps the buffers' capacity for reuse, but not after a huge document)
     out_.clear();
     scratch_.clear();
     keys_.clear();

@@ -122,6 +122,11 @@ class CanonicalWriter {
     void boolean(bool value);
     void null();
 
+    // Frees the buffers that the last document grew past what is kept for reuse (over 1 MiB;
+    // reset() does the same when the next document starts). Returns true if it freed any; the
+    // document is then gone (result() throws).
+    bool shrink() noexcept;
+
     // True once a complete top-level value has been written.
     bool done() const noexcept { return done_; }
     // The canonical UTF-8 text; valid until the next reset. Throws if the document is incomplete.

@@ -17,6 +17,9 @@
 #include "uuid7.hpp"
 
 #include <algorithm>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -573,13 +576,30 @@ CanonBuf *fast_canonical(Jsonb *jb, bool exact) {
     return ok ? b : nullptr;
 }
 
+// Gives freed memory back to the system after a huge document: glibc otherwise keeps it in the
+// backend's heap (its mmap threshold rises with each large block freed).
+void trim_heap() {
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
+}
+
 // Frees a buffer that is not kept for the next call.
 void release_buf(CanonBuf *b) {
     if (b != &g_buf || g_buf.cap > kKeepBuf) {
+        const bool big = b->cap > kKeepBuf;
         if (b->data != nullptr)
             pfree(b->data);
         *b = CanonBuf{nullptr, 0, 0, nullptr};
+        if (big)
+            trim_heap();
     }
+}
+
+// After a call: frees what the writer grew past its kept size for a huge document.
+void release_writer(idem::jcs::CanonicalWriter *w) {
+    if (w->shrink())
+        trim_heap();
 }
 
 // The raw JSON text argument as UTF-8 bytes.
@@ -610,6 +630,7 @@ Datum digest_result(idem::jcs::CanonicalWriter *w) {
             memcpy(d, x.data(), sizeof d);
         }))
         raise(pe);
+    release_writer(w);
     return digest_bytea(d);
 }
 
@@ -633,7 +654,9 @@ Datum text_result(idem::jcs::CanonicalWriter *w) {
         if (s != data)
             len = static_cast<int>(strlen(s));
     }
-    PG_RETURN_TEXT_P(cstring_to_text_with_len(s, len));
+    text *t = cstring_to_text_with_len(s, len);
+    release_writer(w);
+    PG_RETURN_TEXT_P(t);
 }
 
 bytea *bytea_of(const idem::Digest &d) {
@@ -716,6 +739,7 @@ IDEM_PG_FUNCTION(idem_fingerprint_text) {
             memcpy(d, x.data(), sizeof d);
         }))
         raise(pe);
+    release_writer(w);
     return digest_bytea(d);
 }
 

@@ -404,6 +404,28 @@ TEST(JcsTape, BuffersOfAHugeDocumentAreNotKept) {
     EXPECT_GT(used(), before + (size_t(32) << 20)); // (the tape was big)
     idem::jcs::parse_into("[1]", w);
     EXPECT_LT(used(), before + (size_t(1) << 20));
+    EXPECT_FALSE(w.shrink()); // (nothing big left)
+    EXPECT_EQ(w.result(), "[1]");
+    // shrink() frees them at once (the SQL functions call it after each call).
+    idem::jcs::parse_into(doc, w);
+    EXPECT_TRUE(w.shrink());
+    EXPECT_LT(used(), before + (size_t(1) << 20));
+    EXPECT_THROW(w.result(), std::logic_error);
+    // The streaming writer's buffers too (an object of 200,000 members, through a filter).
+    std::string wide = "{";
+    for (int i = 0; i < 200000; i++)
+        wide += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":" + std::to_string(i);
+    wide += "}";
+    Options f;
+    f.exclude = {{"k1"}};
+    idem::jcs::CanonicalWriter fw(f);
+    const size_t before_wide = used();
+    idem::jcs::parse_into(wide, fw);
+    EXPECT_GT(used(), before_wide + (size_t(4) << 20));
+    EXPECT_TRUE(fw.shrink());
+    EXPECT_LT(used(), before_wide + (size_t(1) << 20));
+    idem::jcs::parse_into(R"({"k1": 1, "k2": 2})", fw);
+    EXPECT_EQ(fw.result(), R"({"k2":2})");
 }
 
 TEST(JcsTape, FingerprintWhileWriting) {
