@@ -22,6 +22,7 @@
 #endif
 
 extern "C" {
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -43,7 +44,34 @@ using idem::pg::raise;
 using idem::pg::run_cpp;
 
 idem::jcs::CanonicalWriter *g_writer = nullptr; // per backend, reused
-idem::UuidV7Generator *g_uuid = nullptr;        // per backend: monotonic within the session
+
+bool g_trim_pending = false; // huge buffers were freed in this transaction
+
+// At the end of a transaction in which a huge document's buffers were freed: gives the freed
+// memory back to the system. glibc otherwise keeps it in the backend's heap (its mmap threshold
+// rises with each large block freed, so later large blocks, the server's too, come from the
+// heap); by then the statement's own memory is freed as well.
+void trim_at_xact_end(XactEvent event, void *) {
+    if (g_trim_pending &&
+        (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE)) {
+        g_trim_pending = false;
+#if defined(__GLIBC__)
+        malloc_trim(0);
+#endif
+    }
+}
+
+// Asks for trim_at_xact_end.
+void trim_heap() {
+    static bool registered = false;
+    if (!registered) {
+        RegisterXactCallback(trim_at_xact_end, nullptr);
+        registered = true;
+    }
+    g_trim_pending = true;
+}
+
+idem::UuidV7Generator *g_uuid = nullptr; // per backend: monotonic within the session
 
 bool interrupted() {
     return idem::pg::interrupt_pending();
@@ -168,6 +196,8 @@ bool get_exact(FunctionCallInfo fcinfo, int argno) {
 
 // The per-backend writer, reset for a new document; raises on failure.
 idem::jcs::CanonicalWriter *prepare_writer(bool exact, const PathList *ex, const PathList *in) {
+    if (g_writer != nullptr && g_writer->shrink()) // (left by a call that failed)
+        trim_heap();
     PendingError pe;
     idem::jcs::CanonicalWriter *w = nullptr;
     bool validate = GetDatabaseEncoding() != PG_UTF8;
@@ -574,14 +604,6 @@ CanonBuf *fast_canonical(Jsonb *jb, bool exact) {
     bool ok = fast_container(&w, &jb->root, 1);
     Assert(ok || w.too_deep);
     return ok ? b : nullptr;
-}
-
-// Gives freed memory back to the system after a huge document: glibc otherwise keeps it in the
-// backend's heap (its mmap threshold rises with each large block freed).
-void trim_heap() {
-#if defined(__GLIBC__)
-    malloc_trim(0);
-#endif
 }
 
 // Frees a buffer that is not kept for the next call.
