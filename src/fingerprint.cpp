@@ -636,24 +636,21 @@ void parse_text(idem::jcs::CanonicalWriter *w, const char *s, int len) {
         raise(pe);
 }
 
-// A 32-byte digest as bytea.
-Datum digest_bytea(const unsigned char *d) {
-    bytea *r = static_cast<bytea *>(palloc(VARHDRSZ + 32));
-    SET_VARSIZE(r, VARHDRSZ + 32);
-    memcpy(VARDATA(r), d, 32);
-    PG_RETURN_BYTEA_P(r);
+// A digest as bytea.
+bytea *bytea_of(const idem::Digest &d) {
+    bytea *r = static_cast<bytea *>(palloc(VARHDRSZ + d.size()));
+    SET_VARSIZE(r, VARHDRSZ + d.size());
+    memcpy(VARDATA(r), d.data(), d.size());
+    return r;
 }
 
 Datum digest_result(idem::jcs::CanonicalWriter *w) {
     PendingError pe;
-    unsigned char d[32];
-    if (!run_cpp(pe, [&] {
-            idem::Digest x = w->digest();
-            memcpy(d, x.data(), sizeof d);
-        }))
+    idem::Digest d{};
+    if (!run_cpp(pe, [&] { d = w->digest(); }))
         raise(pe);
     release_writer(w);
-    return digest_bytea(d);
+    PG_RETURN_BYTEA_P(bytea_of(d));
 }
 
 Datum text_result(idem::jcs::CanonicalWriter *w) {
@@ -679,13 +676,6 @@ Datum text_result(idem::jcs::CanonicalWriter *w) {
     text *t = cstring_to_text_with_len(s, len);
     release_writer(w);
     PG_RETURN_TEXT_P(t);
-}
-
-bytea *bytea_of(const idem::Digest &d) {
-    bytea *r = static_cast<bytea *>(palloc(VARHDRSZ + d.size()));
-    SET_VARSIZE(r, VARHDRSZ + d.size());
-    memcpy(VARDATA(r), d.data(), d.size());
-    return r;
 }
 
 } // namespace
@@ -730,14 +720,11 @@ IDEM_PG_FUNCTION(idem_fingerprint_jsonb) {
     CanonBuf *b = fast_path_ok(&ex, &in) ? fast_canonical(jb, exact) : nullptr;
     if (b != nullptr) {
         PendingError pe;
-        unsigned char d[32];
-        if (!run_cpp(pe, [&] {
-                idem::Digest x = idem::sha256(std::string_view(b->data, b->len));
-                memcpy(d, x.data(), sizeof d);
-            }))
+        idem::Digest d{};
+        if (!run_cpp(pe, [&] { d = idem::sha256(std::string_view(b->data, b->len)); }))
             raise(pe);
         release_buf(b);
-        return digest_bytea(d);
+        PG_RETURN_BYTEA_P(bytea_of(d));
     }
     idem::jcs::CanonicalWriter *w = prepare_writer(exact, &ex, &in);
     walk_jsonb(jb, w);
@@ -755,14 +742,11 @@ IDEM_PG_FUNCTION(idem_fingerprint_text) {
     const char *s = text_arg_utf8(fcinfo, &len);
     idem::jcs::CanonicalWriter *w = prepare_writer(exact, &ex, &in);
     PendingError pe;
-    unsigned char d[32];
-    if (!run_cpp(pe, [&] {
-            idem::Digest x = idem::jcs::fingerprint_into(std::string_view(s, len), *w);
-            memcpy(d, x.data(), sizeof d);
-        }))
+    idem::Digest d{};
+    if (!run_cpp(pe, [&] { d = idem::jcs::fingerprint_into(std::string_view(s, len), *w); }))
         raise(pe);
     release_writer(w);
-    return digest_bytea(d);
+    PG_RETURN_BYTEA_P(bytea_of(d));
 }
 
 // idem_uuid_v7() -> uuid: RFC 9562 version 7, strictly increasing within the session.
