@@ -637,8 +637,8 @@ struct detail::TapeState {
             }
         return freed;
     }
+    // Empties every buffer, keeping its capacity (CanonicalWriter::reset shrinks first).
     void clear() noexcept {
-        shrink();
         toks.clear();
         names.clear();
         order.clear();
@@ -755,7 +755,7 @@ void CanonicalWriter::reset() {
     scratch_.clear();
     keys_.clear();
     if (tape_)
-        tape_->clear(); // (frees its buffers after a huge document)
+        tape_->clear();
     hashing_ = false;
     hashed_ = 0;
     out_.room(256); // never a null data pointer
@@ -1889,10 +1889,9 @@ fail:
 // the recorded shape (names at noff, values at vals' end), as key and value would have;
 // returns the new token write position.
 IDEM_NOINLINE detail::TapeState::Tok *shape_tokens(detail::TapeState &t, detail::TapeState::Tok *tk,
-                                                   const unsigned char *b, const uint32_t *noff,
-                                                   size_t j, const Options &o) {
+                                                   const uint32_t *noff, size_t j,
+                                                   const Options &o) {
     using T = detail::TapeState;
-    (void)b;
     const T::Span *sv = t.vals.e_;
     for (size_t i = 0; i < j; i++) {
         for (int h = 0; h < 2; h++) {
@@ -2158,7 +2157,7 @@ shape : {
     const __m128i y = _mm_load_si128(reinterpret_cast<const __m128i *>(t.shape_chunk[sj]));
     const unsigned m = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(x, y)));
     if ((m & want) != want || cl == 0) {
-        tk = shape_tokens(t, tk, b, noff, sj, o);
+        tk = shape_tokens(t, tk, noff, sj, o);
         stop = t.stop;
         goto key;
     }
@@ -2203,12 +2202,12 @@ shape : {
         goto after;
     }
     // Something else follows the value: on through scalar, as the tokens would have been.
-    tk = shape_tokens(t, tk, b, noff, sj, o);
+    tk = shape_tokens(t, tk, noff, sj, o);
     stop = t.stop;
     member = true;
     goto scalar;
 shape_value: // the j-th member's name matched, its value is another kind: on through value
-    tk = shape_tokens(t, tk, b, noff, sj, o);
+    tk = shape_tokens(t, tk, noff, sj, o);
     stop = t.stop;
     {
         IDEM_TOKEN(k, T::InText);
