@@ -16,3 +16,8 @@ SELECT length(idem_canonical_json(doc)) FROM mem_doc;
 SELECT length(idem_fingerprint(doc)) FROM mem_doc;
 SELECT length(idem_canonical_json(doc::jsonb)) FROM mem_doc;
 SELECT pg_temp.rss_kb() - :start_kb < 20000 AS rss_back_within_20_mb;
+-- A call that fails half-way leaves its buffers to the next call, which frees them.
+SELECT pg_temp.rss_kb() AS start_kb \gset
+SELECT length(idem_canonical_json(doc || ' x')) FROM mem_doc;
+SELECT idem_canonical_json('[1]');
+SELECT pg_temp.rss_kb() - :start_kb < 20000 AS rss_back_after_an_error;

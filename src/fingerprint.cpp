@@ -196,8 +196,6 @@ bool get_exact(FunctionCallInfo fcinfo, int argno) {
 
 // The per-backend writer, reset for a new document; raises on failure.
 idem::jcs::CanonicalWriter *prepare_writer(bool exact, const PathList *ex, const PathList *in) {
-    if (g_writer != nullptr && g_writer->shrink()) // (left by a call that failed)
-        trim_heap();
     PendingError pe;
     idem::jcs::CanonicalWriter *w = nullptr;
     bool validate = GetDatabaseEncoding() != PG_UTF8;
