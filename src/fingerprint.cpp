@@ -607,12 +607,9 @@ CanonBuf *fast_canonical(Jsonb *jb, bool exact) {
 // Frees a buffer that is not kept for the next call.
 void release_buf(CanonBuf *b) {
     if (b != &g_buf || g_buf.cap > kKeepBuf) {
-        const bool big = b->cap > kKeepBuf;
         if (b->data != nullptr)
             pfree(b->data);
         *b = CanonBuf{nullptr, 0, 0, nullptr};
-        if (big)
-            trim_heap();
     }
 }
 
