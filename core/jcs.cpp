@@ -86,13 +86,15 @@ constexpr EscapeTable kEscape;
 
 // The number of leading bytes of p[0..n) that are no control character, '"' or '\\' (with
 // StopAtHigh, and also below 0x80). SSE2 checks 16 bytes per step.
-template <bool StopAtHigh> inline size_t plain_prefix(const unsigned char *p, size_t n) noexcept {
+// Padded: a zero byte follows p[0..n) and 16 bytes may be read past it (it stops the run).
+template <bool StopAtHigh, bool Padded = false>
+inline size_t plain_prefix(const unsigned char *p, size_t n) noexcept {
     size_t i = 0;
 #ifdef __SSE2__
     const __m128i quote = _mm_set1_epi8('"');
     const __m128i bslash = _mm_set1_epi8('\\');
     const __m128i ctl = _mm_set1_epi8(0x1F);
-    for (; i + 16 <= n; i += 16) {
+    for (; Padded || i + 16 <= n; i += 16) {
         __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + i));
         __m128i bad =
             _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)),
@@ -590,9 +592,9 @@ struct detail::TapeState {
     uint64_t shape_keys[kShapeMax];
     uint8_t shape_order[kShapeMax];
     size_t shape_n = 0;
-    // Of the same object, each member's name token and what followed it up to its value (the
-    // name token's `end`, e.g. `"qty": `) when that is at most 16 bytes of text and the name
-    // has no escapes: the bytes (zero-padded), their length (0: none) and the token's length.
+    // Of the same object, each member's name token and what followed it up to its value (e.g.
+    // `"qty": `) when that is at most 16 bytes of text and the name has no escapes: the bytes
+    // (zero-padded), their length (0: none) and the token's length.
     alignas(16) unsigned char shape_chunk[kShapeMax][16];
     uint8_t shape_clen[kShapeMax];
     uint8_t shape_nlen[kShapeMax];
@@ -750,7 +752,9 @@ void CanonicalWriter::reset() {
     expect_key_ = false;
     depth_ = 0;
     ticks_ = 0;
-    shrink(); // (keeps the buffers' capacity for reuse, but not after a huge document)
+    if (may_have_grown_)
+        shrink(); // (keeps the buffers' capacity for reuse, but not after a huge document)
+    may_have_grown_ = true;
     out_.clear();
     scratch_.clear();
     keys_.clear();
@@ -1387,15 +1391,15 @@ void Parser::run() {
 inline uint64_t name_key(const char *s, size_t n, const char *limit) noexcept {
     uint64_t w = 0;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
-    if (n >= 8) {
+    if (limit - s >= 8) { // (one load; w stays in a register)
         std::memcpy(&w, s, 8);
-    } else if (limit - s >= 8) {
-        std::memcpy(&w, s, 8);
-        w &= (uint64_t(1) << (8 * n)) - 1;
+        w = __builtin_bswap64(w);
+        if (n < 8)
+            w &= ~(~uint64_t(0) >> (8 * n));
     } else {
-        std::memcpy(&w, s, n);
+        for (size_t i = 0; i < 8; i++)
+            w = (w << 8) | (i < n ? static_cast<unsigned char>(s[i]) : 0u);
     }
-    w = __builtin_bswap64(w);
 #else
     (void)limit;
     for (size_t i = 0; i < 8; i++)
@@ -1409,6 +1413,11 @@ inline uint64_t name_key(const char *s, size_t n, const char *limit) noexcept {
         }
     }
     return w;
+}
+
+// name_key of a name in the padded text (8 bytes may be read from s).
+inline uint64_t name_key(const char *s, size_t n) noexcept {
+    return name_key(s, n, s + 8);
 }
 
 [[noreturn]] void too_deep(unsigned max_depth) {
@@ -1568,6 +1577,18 @@ IDEM_NOINLINE detail::TapeState::Tok *tape_room(detail::TapeState &t, detail::Ta
     return t.toks.e_;
 }
 
+// Sets up the first tape_room: at once when the buffers kept from the last document have
+// room for what tape_room would have made sure of.
+inline void tape_start(detail::TapeState &t, const Options &o) {
+    t.next_poll = 4096;
+    const size_t cap = t.toks.capacity();
+    if (cap >= 64 && t.names.capacity() >= cap && t.opens.capacity() >= cap &&
+        t.order.capacity() >= cap)
+        t.stop = cap > 4096 ? t.toks.b_ + 4096 : t.toks.c_;
+    else
+        tape_room(t, t.toks.b_, o);
+}
+
 // The unescaped name of a member (see TapeState::names).
 std::string_view member_name(const detail::TapeState &t, const unsigned char *text, uint64_t ref) {
     uint32_t hi = static_cast<uint32_t>(ref >> 32);
@@ -1610,13 +1631,16 @@ void close_object(detail::TapeState &t, const unsigned char *text, uint32_t ot, 
             // duplicates) are ordered by tied_compare. Equal names meet there (they end up
             // adjacent); the error then names the first duplicate in sorted order, as the
             // streaming writer does.
+            // (The keys are sorted beside the indices: no indirect loads.)
             bool ties = false, duplicates = false;
+            uint64_t ks[T::kShapeMax];
+            ks[0] = nb[0].key;
             perm[0] = 0;
             for (size_t i = 1; i < n; i++) {
                 const uint64_t key = nb[i].key;
                 size_t j = i;
                 while (j > 0) {
-                    const uint64_t pk = nb[perm[j - 1]].key;
+                    const uint64_t pk = ks[j - 1];
                     if (pk < key)
                         break;
                     if (pk == key) {
@@ -1626,9 +1650,11 @@ void close_object(detail::TapeState &t, const unsigned char *text, uint32_t ot, 
                         if (c <= 0)
                             break;
                     }
+                    ks[j] = pk;
                     perm[j] = perm[j - 1];
                     j--;
                 }
+                ks[j] = key;
                 perm[j] = static_cast<uint8_t>(i);
             }
             if (duplicates)
@@ -1648,9 +1674,20 @@ void close_object(detail::TapeState &t, const unsigned char *text, uint32_t ot, 
                     for (size_t i = 0; i < n; i++) {
                         const T::Tok &nk = t.toks.b_[static_cast<uint32_t>(nb[i].ref)];
                         t.shape_clen[i] = 0;
-                        if ((nb[i].ref >> 32) == 0 && nk.kind == T::InText && nk.end <= 16) {
-                            std::memcpy(t.shape_chunk[i], text + nk.off, 16); // (padded text)
-                            t.shape_clen[i] = static_cast<uint8_t>(nk.end);
+                        if ((nb[i].ref >> 32) != 0 || nk.kind != T::InText)
+                            continue;
+                        // The name and what followed it up to its value, as key passed them.
+                        const unsigned char *const q = text + nk.off;
+                        const unsigned char *v = q + nk.len;
+                        if (*v != ':')
+                            while (json_ws(*v))
+                                v++;
+                        v++;
+                        if (*v == ' ')
+                            v++;
+                        if (v - q <= 16) {
+                            std::memcpy(t.shape_chunk[i], q, 16); // (padded text)
+                            t.shape_clen[i] = static_cast<uint8_t>(v - q);
                             t.shape_nlen[i] = static_cast<uint8_t>(nk.len);
                         }
                     }
@@ -1764,13 +1801,10 @@ IDEM_NOINLINE const unsigned char *Parser::number_slow(detail::TapeState &t,
     return p;
 }
 
-// A string value at q (in the padded text) with escapes or bytes >= 0x80: written
-// canonically to side in one pass (k becomes InSide), or kept as a text span when it has no
-// escapes. Returns the end of the token, or null (side unchanged) for what string_slow must
-// decide: errors, surrogate escapes.
-IDEM_NOINLINE const unsigned char *string_value(detail::TapeState &t, detail::TapeState::Tok *k,
-                                                const unsigned char *q, const unsigned char *b,
-                                                const unsigned char *e) {
+// The escape sequence at p (a '\\' in the padded text) written canonically at o (at most 6
+// bytes, never more than the sequence); both advance. false: an invalid escape or a
+// surrogate (left to the full parser, which joins pairs and reports lone ones).
+inline bool escape_into(const unsigned char *&p, char *&o) noexcept {
     // The value of a hexadecimal digit, or -1.
     auto hex = [](unsigned c) -> int {
         if (c - '0' < 10)
@@ -1778,10 +1812,62 @@ IDEM_NOINLINE const unsigned char *string_value(detail::TapeState &t, detail::Ta
         c |= 0x20;
         return c - 'a' < 6 ? static_cast<int>(c - 'a' + 10) : -1;
     };
+    const unsigned c = p[1];
+    switch (c) {
+    case '"':
+    case '\\':
+    case 'b':
+    case 'f':
+    case 'n':
+    case 'r':
+    case 't':
+        *o++ = '\\';
+        *o++ = static_cast<char>(c);
+        p += 2;
+        return true;
+    case '/':
+        *o++ = '/';
+        p += 2;
+        return true;
+    case 'u': {
+        const int h0 = hex(p[2]), h1 = hex(p[3]), h2 = hex(p[4]), h3 = hex(p[5]);
+        if ((h0 | h1 | h2 | h3) < 0) // (zero padding is no digit)
+            return false;
+        const unsigned cp = static_cast<unsigned>((h0 << 12) | (h1 << 8) | (h2 << 4) | h3);
+        if (cp >= 0xD800 && cp <= 0xDFFF)
+            return false;
+        p += 6;
+        if (cp < 0x80) {
+            if (kEscape.t[cp])
+                o = write_escape(o, static_cast<unsigned char>(cp));
+            else
+                *o++ = static_cast<char>(cp);
+        } else if (cp < 0x800) {
+            *o++ = static_cast<char>(0xC0 | (cp >> 6));
+            *o++ = static_cast<char>(0x80 | (cp & 0x3F));
+        } else {
+            *o++ = static_cast<char>(0xE0 | (cp >> 12));
+            *o++ = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+            *o++ = static_cast<char>(0x80 | (cp & 0x3F));
+        }
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+// A string value at q (in the padded text) with escapes or bytes >= 0x80: written
+// canonically to side in one pass (k becomes InSide), or kept as a text span when it has no
+// escapes. Returns the end of the token, or null (side unchanged) for what string_slow must
+// decide: errors, surrogate escapes.
+IDEM_NOINLINE const unsigned char *string_value(detail::TapeState &t, detail::TapeState::Tok *k,
+                                                const unsigned char *q, const unsigned char *b,
+                                                const unsigned char *e) {
     // Up to the first escape the text is canonical: only checked.
     const unsigned char *p = q + 1;
     for (;;) {
-        p += plain_prefix<true>(p, static_cast<size_t>(e - p));
+        p += plain_prefix<true, true>(p, static_cast<size_t>(e - p));
         if (*p == '"') { // (UTF-8 beyond ASCII, no escapes: a span of the text)
             p++;
             k->off = static_cast<uint32_t>(q - b);
@@ -1797,21 +1883,24 @@ IDEM_NOINLINE const unsigned char *string_value(detail::TapeState &t, detail::Ta
     }
     if (*p != '\\') // (a control character, or the end of the text)
         return nullptr;
-    // From there on it is written to side.
+    // From there on it is written to side (runs copied 16 bytes at a time: up to 15 bytes
+    // are read and written past their end).
     const size_t at = t.side.size();
     const size_t head = static_cast<size_t>(p - q);
     char *o = t.side.room(head + 64);
     char *lim = o + head + 64;
-    std::memcpy(o, q, head);
+    for (size_t i = 0; i < head; i += 16)
+        std::memcpy(o + i, q + i, 16);
     o += head;
     for (;;) {
-        const size_t n = plain_prefix<true>(p, static_cast<size_t>(e - p));
-        if (static_cast<size_t>(lim - o) < n + 8) { // (room for the run and one sequence)
+        const size_t n = plain_prefix<true, true>(p, static_cast<size_t>(e - p));
+        if (static_cast<size_t>(lim - o) < n + 24) { // (room for the run and one sequence)
             t.side.set_end(o);
             o = t.side.room(n + 64);
             lim = o + n + 64;
         }
-        std::memcpy(o, p, n);
+        for (size_t i = 0; i < n; i += 16)
+            std::memcpy(o + i, p + i, 16);
         o += n;
         p += n;
         unsigned c = *p;
@@ -1828,51 +1917,8 @@ IDEM_NOINLINE const unsigned char *string_value(detail::TapeState &t, detail::Ta
             p += l;
             continue;
         }
-        if (c != '\\') // (a control character, or the end of the text)
+        if (c != '\\' || !escape_into(p, o)) // (a control character, the end of the text)
             goto fail;
-        c = p[1];
-        switch (c) {
-        case '"':
-        case '\\':
-        case 'b':
-        case 'f':
-        case 'n':
-        case 'r':
-        case 't':
-            *o++ = '\\';
-            *o++ = static_cast<char>(c);
-            p += 2;
-            break;
-        case '/':
-            *o++ = '/';
-            p += 2;
-            break;
-        case 'u': {
-            const int h0 = hex(p[2]), h1 = hex(p[3]), h2 = hex(p[4]), h3 = hex(p[5]);
-            if ((h0 | h1 | h2 | h3) < 0) // (zero padding is no digit)
-                goto fail;
-            const unsigned cp = static_cast<unsigned>((h0 << 12) | (h1 << 8) | (h2 << 4) | h3);
-            if (cp >= 0xD800 && cp <= 0xDFFF)
-                goto fail;
-            p += 6;
-            if (cp < 0x80) {
-                if (kEscape.t[cp])
-                    o = write_escape(o, static_cast<unsigned char>(cp));
-                else
-                    *o++ = static_cast<char>(cp);
-            } else if (cp < 0x800) {
-                *o++ = static_cast<char>(0xC0 | (cp >> 6));
-                *o++ = static_cast<char>(0x80 | (cp & 0x3F));
-            } else {
-                *o++ = static_cast<char>(0xE0 | (cp >> 12));
-                *o++ = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-                *o++ = static_cast<char>(0x80 | (cp & 0x3F));
-            }
-            break;
-        }
-        default:
-            goto fail;
-        }
     }
     *o++ = '"';
     t.side.set_end(o);
@@ -1902,7 +1948,6 @@ IDEM_NOINLINE detail::TapeState::Tok *shape_tokens(detail::TapeState &t, detail:
             if (h == 0) {
                 k->off = noff[i];
                 k->len = t.shape_nlen[i];
-                k->end = t.shape_clen[i];
                 T::Name *nm = t.names.e_++; // (room: see tape_room)
                 nm->key = t.shape_keys[i];
                 nm->ref = static_cast<uint32_t>(k - t.toks.b_);
@@ -1937,7 +1982,7 @@ IDEM_NOINLINE void record_shape(detail::TapeState &t) {
 
 // Pass 1 over a text followed by a zero byte and more (TapeState::in): bytes are compared
 // without bounds checks (the zero byte matches no token), and failures check for the end.
-void Parser::run_tape(detail::TapeState &t, const Options &o) {
+IDEM_NOINLINE void Parser::run_tape(detail::TapeState &t, const Options &o) {
     using T = detail::TapeState;
     const bool exact = o.exact_numbers;
     const size_t max_depth = o.max_depth;
@@ -1945,9 +1990,8 @@ void Parser::run_tape(detail::TapeState &t, const Options &o) {
     const unsigned char *const b = b_;
     const unsigned char *const e = e_;
     // Tokens are written at tk; at t.stop, tape_room grows the tape or polls.
-    t.next_poll = 4096;
-    T::Tok *tk = tape_room(t, t.toks.b_, o);
-    T::Tok *stop = t.stop;
+    T::Tok *tk = t.toks.b_;
+    T::Tok *stop = t.stop; // (set by tape_start)
 #define IDEM_TOKEN(k, kind_)                                                                       \
     if (tk == stop) {                                                                              \
         tk = tape_room(t, tk, o);                                                                  \
@@ -1966,9 +2010,7 @@ void Parser::run_tape(detail::TapeState &t, const Options &o) {
 
     bool member =
         false; // the value to parse is an object member's (else an array element's or the root)
-    size_t cur = 0;                    // the names of the innermost open object start at names[cur]
-    T::Tok *kn = nullptr;              // the name token being parsed
-    const unsigned char *kq = nullptr; // and its start
+    size_t cur = 0;        // the names of the innermost open object start at names[cur]
     size_t sj = 0;         // (shape) the members of the object in an array that matched so far,
     T::Span *sv = nullptr; // their value spans (in vals)
     uint32_t noff[T::kShapeMax]; // and the text offsets of their names
@@ -2043,9 +2085,13 @@ value:
     case 'f':
     case 'n': {
         IDEM_TOKEN(k, T::InText);
-        const char *word = *p == 't' ? "true" : *p == 'f' ? "false" : "null";
+        // (4-byte compares: the padded text has zero bytes past its end, which match none)
         const size_t len = *p == 'f' ? 5 : 4;
-        if (static_cast<size_t>(e - p) < len || std::memcmp(p, word, len) != 0)
+        const char *const word = *p == 't' ? "true" : *p == 'f' ? "alse" : "null";
+        uint32_t got, want;
+        std::memcpy(&got, p + len - 4, 4);
+        std::memcpy(&want, word, 4);
+        if (got != want)
             IDEM_FAIL("invalid JSON literal");
         k->off = static_cast<uint32_t>(p - b);
         k->len = static_cast<uint32_t>(len);
@@ -2100,7 +2146,6 @@ key:
             if ((m & want) == want && cl != 0) {
                 k->off = static_cast<uint32_t>(q - b);
                 k->len = t.shape_nlen[j];
-                k->end = cl;
                 nm->key = t.shape_keys[j];
                 nm->ref = idx;
                 p = q + cl;
@@ -2109,8 +2154,6 @@ key:
             }
         }
 #endif
-        kn = k;
-        kq = q;
         if (const unsigned char *c = plain_string_end<true>(q, e)) {
             p = c + 1;
             k->off = static_cast<uint32_t>(q - b);
@@ -2142,7 +2185,6 @@ key:
     p++;
     if (*p == ' ') // (the usual ": ")
         p++;
-    kn->end = static_cast<uint32_t>(p - kq); // (see TapeState::shape_clen)
     member = true;
     goto value;
 
@@ -2214,7 +2256,6 @@ shape_value: // the j-th member's name matched, its value is another kind: on th
         T::Name *nm = t.names.e_++; // (room: see tape_room)
         k->off = noff[sj];
         k->len = t.shape_nlen[sj];
-        k->end = cl;
         nm->key = t.shape_keys[sj];
         nm->ref = static_cast<uint32_t>(k - t.toks.b_);
     }
@@ -2294,21 +2335,390 @@ inline char *copy_span(char *o, const char *src, size_t n) noexcept {
     return o + n;
 }
 
+// A string value at q (in the padded text) that plain_string_end did not take, written
+// canonically at o (never longer than its text; runs are copied 16 bytes at a time, so up to
+// 15 bytes more are read and written); both advance. false: for run_tape to decide (errors,
+// surrogate escapes).
+inline bool string_into(const unsigned char *&q, char *&o, const unsigned char *e) noexcept {
+    const unsigned char *p = q + 1;
+    char *w = o;
+    *w++ = '"';
+    for (;;) {
+        const size_t n = plain_prefix<true, true>(p, static_cast<size_t>(e - p));
+        for (size_t i = 0; i < n; i += 16)
+            std::memcpy(w + i, p + i, 16);
+        w += n;
+        p += n;
+        const unsigned c = *p;
+        if (c == '"')
+            break;
+        if (c >= 0x80) {
+            const size_t l = utf8_seq_len(p, static_cast<size_t>(e - p));
+            if (l == 0)
+                return false;
+            std::memcpy(w, p, 4); // (the padded text has 4 bytes here)
+            w += l;
+            p += l;
+            continue;
+        }
+        if (c != '\\' || !escape_into(p, w)) // (a control character, the end of the text)
+            return false;
+    }
+    *w++ = '"';
+    q = p + 1;
+    o = w;
+    return true;
+}
+
+// Copies n bytes from src to o 16 at a time (up to 15 more are read and written).
+inline void copy_chunks(char *o, const char *src, size_t n) noexcept {
+    for (size_t i = 0; i < n; i += 16)
+        std::memcpy(o + i, src + i, 16);
+}
+
+// Compares two plain ASCII member names written at out offsets ra and rb (their opening
+// quotes; their closing quotes come before o) by their bytes.
+IDEM_NOINLINE int tied_written(const char *ob, const char *o, uint64_t ra, uint64_t rb) {
+    auto name = [ob, o](uint64_t ref) {
+        const char *s = ob + ref + 1;
+        const void *q = std::memchr(s, '"', static_cast<size_t>(o - s));
+        return std::string_view(s, static_cast<size_t>(static_cast<const char *>(q) - s));
+    };
+    return name(ra).compare(name(rb));
+}
+
+// The members of the object just written (run_direct), in order: names[first..] with their
+// keys and, as refs, their out offsets; its body runs from the first one to o, members
+// separated by single commas (a member ends where the next one starts, less its comma). Equal
+// keys are ordered by the names' bytes (plain ASCII here). Writes the ordered body at dst
+// (room for its length and 32 bytes; a comma follows) unless it is in order already (as in
+// canonical text). Returns kInOrder, kWritten, or kRefused for duplicate names or more than
+// 32 members (for run_tape).
+enum OrderResult { kRefused, kInOrder, kWritten };
+IDEM_NOINLINE OrderResult order_members(const detail::TapeState &t, size_t first, const char *ob,
+                                        const char *o, char *dst) {
+    using T = detail::TapeState;
+    const T::Name *const nb = t.names.b_ + first;
+    const size_t n = static_cast<size_t>(t.names.e_ - nb);
+    if (n > 32)
+        return kRefused;
+    // Insertion sort of member indices, the keys beside them.
+    uint64_t ks[32];
+    uint8_t perm[32];
+    ks[0] = nb[0].key;
+    perm[0] = 0;
+    bool moved = false;
+    for (size_t i = 1; i < n; i++) {
+        const uint64_t key = nb[i].key;
+        size_t j = i;
+        while (j > 0) {
+            const uint64_t pk = ks[j - 1];
+            if (pk < key)
+                break;
+            if (pk == key) {
+                const int c = tied_written(ob, o, nb[perm[j - 1]].ref, nb[i].ref);
+                if (c == 0)
+                    return kRefused;
+                if (c < 0)
+                    break;
+            }
+            ks[j] = pk;
+            perm[j] = perm[j - 1];
+            j--;
+        }
+        moved |= j != i;
+        ks[j] = key;
+        perm[j] = static_cast<uint8_t>(i);
+    }
+    if (!moved)
+        return kInOrder;
+    const size_t end = static_cast<size_t>(o - ob);
+    for (size_t i = 0; i < n; i++) {
+        const size_t m = perm[i];
+        const size_t s = nb[m].ref, f = m + 1 < n ? nb[m + 1].ref - 1 : end;
+        copy_chunks(dst, ob + s, f - s);
+        dst += f - s;
+        *dst++ = ',';
+    }
+    return kWritten;
+}
+
+// Canonicalises the text [p, e) (padded, as for run_tape) in one pass, writing it to out
+// (empty, as are scratch, t.names and t.opens); false (out then holds nothing of worth) for
+// what run_tape must decide.
+IDEM_NOINLINE bool run_direct(const unsigned char *p, const unsigned char *const e,
+                              detail::TapeState &t, detail::Buffer &out, detail::Buffer &scratch,
+                              const Options &o) {
+    using T = detail::TapeState;
+    const bool exact = o.exact_numbers;
+    const size_t max_depth = o.max_depth;
+    // Every token but a number written by write_number takes at most its text, so room for the
+    // rest of the text and 64 bytes (copy_span writes up to 32 bytes past a span's end) is
+    // kept from w on.
+    char *ob = out.room(static_cast<size_t>(e - p) + 64);
+    char *w = ob;
+    // Room for every name (each takes at least 4 bytes of text: `"":0`) and open container.
+    t.names.reserve_more(static_cast<size_t>(e - p) / 4 + 1);
+    t.opens.reserve_more(static_cast<size_t>(e - p) + 1);
+    bool member = false; // the value to parse is an object member's
+#define IDEM_WS()                                                                                  \
+    while (*p <= ' ' && json_ws(*p))                                                               \
+    p++
+value:
+    switch (*p) {
+    case ' ':
+    case '\n':
+    case '\r':
+    case '\t':
+        p++;
+        IDEM_WS();
+        goto value;
+    case '"': {
+        if (const unsigned char *c = plain_string_end<true>(p, e)) {
+            // (with the byte after it, usually a ',')
+            w = copy_span(w, reinterpret_cast<const char *>(p), static_cast<size_t>(c + 2 - p)) - 1;
+            p = c + 1;
+            goto copied;
+        }
+        if (!string_into(p, w, e))
+            return false;
+        goto scalar;
+    }
+    case '{': {
+        if (t.opens.size() >= max_depth)
+            return false;
+        *w++ = '{';
+        p++;
+        IDEM_WS();
+        if (*p == '}') {
+            p++;
+            *w++ = '}';
+            goto after;
+        }
+        *t.opens.e_++ = {static_cast<uint32_t>(w - ob), static_cast<uint32_t>(t.names.size())};
+        goto key;
+    }
+    case '[': {
+        if (t.opens.size() >= max_depth)
+            return false;
+        *w++ = '[';
+        p++;
+        IDEM_WS();
+        if (*p == ']') {
+            p++;
+            *w++ = ']';
+            goto after;
+        }
+        *t.opens.e_++ = {0, T::kNotObject};
+        member = false;
+        goto value;
+    }
+    case 't':
+    case 'f':
+    case 'n': {
+        // (4-byte compares: the padded text has zero bytes past its end, which match none)
+        const size_t len = *p == 'f' ? 5 : 4;
+        const char *const word = *p == 't' ? "true" : *p == 'f' ? "alse" : "null";
+        uint32_t got, want;
+        std::memcpy(&got, p + len - 4, 4);
+        std::memcpy(&want, word, 4);
+        if (got != want)
+            return false;
+        std::memcpy(w, p, 8); // (room: see above; with the byte after it)
+        w += len;
+        p += len;
+        goto copied;
+    }
+    default: {
+        if (*p != '-' && !is_digit(*p))
+            return false;
+        const unsigned char *end;
+        size_t len;
+        if (const unsigned char *span = number_span(p, &end, &len)) {
+            w = copy_span(w, reinterpret_cast<const char *>(span), len + 1) - 1;
+            p = end;
+            if (span + len == end) // (with the byte after it)
+                goto copied;
+            goto scalar;
+        }
+        const unsigned char *s = p;
+        p += *p == '-';
+        while (number_char(*p))
+            p++;
+        const std::string_view text(reinterpret_cast<const char *>(s), static_cast<size_t>(p - s));
+        const size_t need = number_bound(text.size()) + static_cast<size_t>(e - p) + 64;
+        out.set_end(w);
+        char *const r = out.room(need);
+        w = r;
+        ob = out.data();
+        try {
+            w = write_number(text, exact, w);
+        } catch (const Error &) {
+            return false;
+        }
+        goto scalar;
+    }
+    }
+
+key:
+    if (*p != '"') {
+        IDEM_WS();
+        if (*p != '"')
+            return false;
+    }
+    {
+        const unsigned char *const c = plain_string_end<true>(p, e);
+        if (c == nullptr) // (escapes or bytes >= 0x80 in a name: ordered by run_tape)
+            return false;
+        *t.names.e_++ = {
+            name_key(reinterpret_cast<const char *>(p) + 1, static_cast<size_t>(c - p - 1)),
+            static_cast<uint64_t>(w - ob)};
+        // (with the byte after it, usually the ':')
+        w = copy_span(w, reinterpret_cast<const char *>(p), static_cast<size_t>(c + 2 - p)) - 1;
+        p = c + 1;
+    }
+    if (*p == ':') {
+        w++;
+    } else {
+        IDEM_WS();
+        if (*p != ':')
+            return false;
+        *w++ = ':';
+    }
+    p++;
+    if (*p == ' ') // (the usual ": ")
+        p++;
+    member = true;
+    goto value;
+
+copied: // a string, number or literal is complete, and the byte at w is a copy of the one at p
+    if (member && *p == ',') { // (a member's value is usually followed by ", ")
+        p++;
+        w++;
+        if (*p == ' ')
+            p++;
+        goto key;
+    }
+    goto after;
+scalar: // a string, number or literal is complete
+    if (member && *p == ',') {
+        p++;
+        *w++ = ',';
+        if (*p == ' ')
+            p++;
+        goto key;
+    }
+
+after:
+    if (t.opens.empty()) {
+        IDEM_WS();
+        if (p != e)
+            return false;
+        out.set_end(w);
+        return true;
+    }
+    if (json_ws(*p))
+        IDEM_WS();
+    {
+        const T::Open op = t.opens.back();
+        const unsigned char c = *p;
+        if (op.names != T::kNotObject) {
+            if (c != ',' && c != '}')
+                return false;
+            p++;
+            if (c == ',') {
+                *w++ = ',';
+                if (*p == ' ') // (the usual ", ")
+                    p++;
+                goto key;
+            }
+            if (t.names.size() - op.names >= 2) {
+                const size_t len = static_cast<size_t>(w - (ob + op.tok));
+                if (t.opens.size() == 1) {
+                    // The root: written ordered to scratch, which becomes the output.
+                    char *const d = scratch.room(op.tok + len + static_cast<size_t>(e - p) + 96);
+                    copy_chunks(d, ob, op.tok); // (what precedes its body: before, it writes past)
+                    const OrderResult r = order_members(t, op.names, ob, w, d + op.tok);
+                    if (r == kRefused)
+                        return false;
+                    if (r == kWritten) {
+                        out.set_end(w);
+                        scratch.set_end(d + (w - ob));
+                        out.swap(scratch);
+                        ob = out.data();
+                        w = ob + out.size();
+                    }
+                } else {
+                    // Written ordered to scratch, then copied back.
+                    char *const d = scratch.room(len + 32);
+                    const OrderResult r = order_members(t, op.names, ob, w, d);
+                    if (r == kRefused)
+                        return false;
+                    if (r == kWritten)
+                        copy_chunks(ob + op.tok, d, len);
+                }
+            }
+            t.names.e_ = t.names.b_ + op.names;
+            *w++ = '}';
+        } else {
+            if (c == ',') {
+                p++;
+                *w++ = ',';
+                member = false;
+                goto value;
+            }
+            if (c != ']')
+                return false;
+            p++;
+            *w++ = ']';
+        }
+        t.opens.pop_back();
+        goto after;
+    }
+#undef IDEM_WS
+}
+
 } // namespace
+
+// Copies text into t.in followed by kPad zero bytes; returns the copy.
+static std::string_view pad_text(detail::TapeState &t, std::string_view text) {
+    using T = detail::TapeState;
+    t.in.clear();
+    char *c = t.in.room(text.size() + T::kPad);
+    if (!text.empty())
+        std::memcpy(c, text.data(), text.size());
+    std::memset(c + text.size(), 0, T::kPad);
+    t.in.set_end(c + text.size());
+    return t.in.view();
+}
+
+// parse() for a text of at most opts_.one_pass_max bytes when nothing needs freeing: the one
+// pass of run_direct, after the part of reset() it needs. false: parse() goes on through
+// reset() and the tape.
+bool CanonicalWriter::parse_small(std::string_view text) {
+    detail::TapeState &t = *tape_;
+    done_ = false;
+    hashing_ = false;
+    hashed_ = 0;
+    out_.clear();
+    scratch_.clear();
+    t.names.clear();
+    t.opens.clear();
+    text = pad_text(t, text);
+    const auto *p = reinterpret_cast<const unsigned char *>(text.data());
+    if (!run_direct(p, p + text.size(), t, out_, scratch_, opts_))
+        return false;
+    done_ = true;
+    return true;
+}
 
 void CanonicalWriter::parse_tape(std::string_view text, bool hash) {
     using T = detail::TapeState;
     if (!tape_)
         tape_ = std::make_unique<T>();
     T &t = *tape_; // (cleared by reset(), which parse() calls first)
-    {
-        char *c = t.in.room(text.size() + T::kPad);
-        if (!text.empty())
-            std::memcpy(c, text.data(), text.size());
-        std::memset(c + text.size(), 0, T::kPad);
-        t.in.set_end(c + text.size());
-        text = t.in.view();
-    }
+    text = pad_text(t, text);
+    tape_start(t, opts_);
     Parser(text, *this).run_tape(t, opts_);
     // Second pass: write every token once, each object's members in their sorted order.
     // (Text spans are disjoint parts of the text, side spans of side; at most 2 bytes of
@@ -2458,12 +2868,34 @@ up: // the value before token next is complete
 // Resets and parses text through the tape (hash: feeding sha_ while writing) or the streaming
 // writer.
 void CanonicalWriter::parse(std::string_view text, bool hash) {
+    // Small texts go through one pass (parse_small), at once when the last document left
+    // nothing to free (may_have_grown_ is cleared by one through the tape or that pass).
+    const bool small = !filtering_ && text.size() <= opts_.one_pass_max && text.size() <= 4096;
+    bool tried = false;
+    if (small && !may_have_grown_ && tape_) {
+        if (parse_small(text))
+            return;
+        tried = true;
+    }
     reset();
     // The tape's 32-bit offsets would cover texts up to 64 MiB (canonical numbers in the side
     // buffer can be ~20x their text); it takes up to 16 bytes per token, so bigger texts (and
     // filters) go through the streaming writer.
     if (!filtering_ && text.size() <= (size_t(16) << 20)) {
+        if (!tape_)
+            tape_ = std::make_unique<detail::TapeState>();
+        if (small && !tried) {
+            if (parse_small(text)) {
+                may_have_grown_ = false;
+                return;
+            }
+            reset();
+        }
         parse_tape(text, hash);
+        // A text of at most 4 KiB grows no buffer near what shrink() keeps (1 MiB, 64 Ki
+        // tokens): the tape takes at most a token per byte, canonical numbers up to ~20 bytes
+        // per byte of text, shape records 136 bytes per object.
+        may_have_grown_ = text.size() > 4096;
         return;
     }
     Parser(text, *this).run();

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace idem::jcs {
@@ -32,6 +33,11 @@ struct Options {
     unsigned max_depth = 10000;
     // Polled every few thousand tokens; returning true makes the work throw idem::Interrupted.
     bool (*interrupted)() = nullptr;
+    // Unfiltered texts of at most this many bytes (and at most 4096, as that pass does not poll
+    // `interrupted`) are canonicalised in one pass: written as they are parsed, each object's
+    // members then put in order. Longer ones go through the two-pass tape. Both give the same
+    // bytes and the same errors (tests vary this to compare them); it only changes speed.
+    size_t one_pass_max = 511;
     // Members/elements at these paths are removed before canonicalisation.
     std::vector<Path> exclude;
     // When non-empty, only these paths (and their ancestors) are kept. An empty list means "no
@@ -70,6 +76,11 @@ class Buffer {
     // Sets the size after writing at room() (or shrinks).
     void set_end(const char *end) noexcept { size_ = static_cast<size_t>(end - data_); }
     void resize_down(size_t n) noexcept { size_ = n; }
+    void swap(Buffer &o) noexcept {
+        std::swap(data_, o.data_);
+        std::swap(size_, o.size_);
+        std::swap(cap_, o.cap_);
+    }
     void push_back(char c) {
         *room(1) = c;
         size_++;
@@ -142,6 +153,7 @@ class CanonicalWriter {
     // parse_into without filters: a tape of tokens, then one ordered write of out_ (hash:
     // feeding what is written to sha_ as it goes).
     void parse_tape(std::string_view text, bool hash);
+    bool parse_small(std::string_view text);
     void parse(std::string_view text, bool hash);
     void before_value();
     void child_filter(const Frame &parent, std::string_view name, int64_t index);
@@ -174,6 +186,9 @@ class CanonicalWriter {
     std::unique_ptr<Sha256> sha_;             // created by the first digest or fingerprint_into
     bool hashing_ = false;                    // sha_ holds the digest of out_[0, hashed_) so far
     size_t hashed_ = 0;
+    // False when no buffer can have grown past what shrink() keeps since it last ran (after a
+    // small text through the tape): reset() then need not look.
+    bool may_have_grown_ = true;
 };
 
 // Parses raw JSON text strictly (RFC 8259 grammar, I-JSON: no duplicate member names after

@@ -1,6 +1,8 @@
-// The two-pass text canonicaliser (parse_into without filters) against the streaming writer
-// (the path that filters take): number fast paths at their edges, member name order and
-// duplicates, and random documents and mutations of them, byte for byte and error for error.
+// The text canonicalisers without filters (the one pass for small texts and the two-pass tape)
+// against each other and against the streaming writer (the path that filters take): number
+// fast paths at their edges, member name order and duplicates, and random documents and
+// mutations of them, byte for byte and error for error.
+#include "crypto.hpp"
 #include "error.hpp"
 #include "jcs.hpp"
 
@@ -40,11 +42,17 @@ Outcome run(const std::string &text, Options o) {
     return r;
 }
 
-// The two-pass path (no filters).
+// The unfiltered paths: the default (one pass up to 511 bytes, then the tape), which must
+// agree with the tape alone (one_pass_max = 0) and with the one pass up to its cap (4096).
 Outcome fast(const std::string &text, bool exact = false) {
     Options o;
     o.exact_numbers = exact;
-    return run(text, o);
+    Outcome r = run(text, o);
+    o.one_pass_max = 0;
+    EXPECT_EQ(run(text, o), r) << "tape alone, exact=" << exact << ": " << text;
+    o.one_pass_max = 4096;
+    EXPECT_EQ(run(text, o), r) << "one pass, exact=" << exact << ": " << text;
+    return r;
 }
 
 // The streaming writer: an exclude filter that matches nothing (no valid member name is the
@@ -483,6 +491,84 @@ TEST(JcsTape, EscapedStringValues) {
             expect_same(d.substr(0, cut));
     }
     EXPECT_EQ(canon(R"(["\u0041\u00e9\u001F\/\u2028"])"), "[\"A\xc3\xa9\\u001f/\xe2\x80\xa8\"]");
+}
+
+// The one pass for small texts: objects put in order at every depth (the root's written to
+// the other buffer, deeper ones copied back), what it leaves to the tape (escaped or non-ASCII
+// names, duplicates, more than 32 members, errors), numbers that grow, and its size limit.
+TEST(JcsTape, OnePassOrdersObjectsInPlace) {
+    EXPECT_EQ(
+        canon(R"({"b":{"d":[{"f":1,"e":2},{"h":true,"g":null}],"c":"x"},"a":[{"z":1,"y":2}]})"),
+        R"({"a":[{"y":2,"z":1}],"b":{"c":"x","d":[{"e":2,"f":1},{"g":null,"h":true}]}})");
+    EXPECT_EQ(canon(R"([{"b":{"d":1,"c":2},"a":0},{"a":0}])"),
+              R"([{"a":0,"b":{"c":2,"d":1}},{"a":0}])");
+    EXPECT_EQ(canon(R"({"a":1,"b":{"c":1,"d":{"f":{"h":1,"g":2},"e":1}}})"),
+              R"({"a":1,"b":{"c":1,"d":{"e":1,"f":{"g":2,"h":1}}}})");
+    EXPECT_EQ(canon(" {\n \"b\" : 1 ,\t\"a\" :\r\n2 } "), R"({"a":2,"b":1})");
+    // Long members (more than 32 bytes each), and names equal in their first 8 bytes.
+    EXPECT_EQ(
+        canon(
+            R"({"abcdefghj":"0123456789012345678901234567890123456789","abcdefghi":[1,2,3,4,5,6,7,8,9,10,11,12]})"),
+        R"({"abcdefghi":[1,2,3,4,5,6,7,8,9,10,11,12],"abcdefghj":"0123456789012345678901234567890123456789"})");
+    expect_same(R"({"abcdefgh":1,"abcdefg":2,"abcdefgh\u0000":3,"abcdefghi":4})");
+    // Left to the tape: escaped and non-ASCII names, duplicates, errors.
+    expect_same(R"({"b":1,"\u0061":2})");
+    expect_same("{\"\xc3\xa9\":1,\"e\":2}");
+    expect_same(R"({"b":{"c":1,"c":2},"a":1})");
+    expect_same(R"({"b":1,"a":2,"b":3})");
+    expect_same(R"({"b":1,"a":2}x)");
+    expect_same(R"({"b":1,"a":[1,2,}])");
+    expect_same(R"({"b":"\ud800","a":2})");
+    // 40 members in reverse order (more than the one pass sorts).
+    std::string many = "{";
+    for (int i = 39; i >= 0; i--)
+        many += "\"m" + std::to_string(100 + i) + "\":" + std::to_string(i) + (i ? "," : "}");
+    std::string sorted = "{";
+    for (int i = 0; i < 40; i++)
+        sorted +=
+            "\"m" + std::to_string(100 + i) + "\":" + std::to_string(i) + (i < 39 ? "," : "}");
+    EXPECT_EQ(canon(many), sorted);
+    // Numbers that take more room than their text (1e20 -> 21 digits), in a sorted object.
+    std::string grow = "{\"b\":[", grown = "{\"a\":0,\"b\":[";
+    for (int i = 0; i < 80; i++) {
+        grow += std::string(i ? "," : "") + "1e20";
+        grown += std::string(i ? "," : "") + "100000000000000000000";
+    }
+    EXPECT_EQ(canon(grow + "],\"a\":0}"), grown + "]}");
+    // Either side of the default limit (511 bytes) and of the cap (4096).
+    for (size_t size : {size_t(510), size_t(511), size_t(512), size_t(4096), size_t(4097)}) {
+        std::string doc = "{\"b\":\"" + std::string(size - 14, 'x') + "\",\"a\":1}";
+        ASSERT_EQ(doc.size(), size);
+        EXPECT_EQ(canon(doc), "{\"a\":1,\"b\":\"" + std::string(size - 14, 'x') + "\"}");
+    }
+}
+
+// One writer through many small documents (the one pass then skips most of reset()), with
+// failures and documents for the tape in between, gives what a new writer gives.
+TEST(JcsTape, OnePassWithAReusedWriter) {
+    idem::jcs::CanonicalWriter w;
+    size_t done = 0;
+    for (uint32_t seed = 0; seed < 3000; seed++) {
+        std::string doc = seed % 7 == 0 ? "{\"x\":[" + std::string(600, ' ') + "1]}" : "";
+        if (doc.empty()) {
+            std::mt19937 rng(seed);
+            doc = "{\"k" + std::to_string(rng() % 50) + "\":[{\"b\":" + std::to_string(rng() % 9) +
+                  ",\"a\":\"v\"}],\"j" + std::to_string(rng() % 50) +
+                  "\":" + (rng() % 5 == 0 ? "1e999" : "{\"d\":1,\"c\":[]}") + "}";
+        }
+        Outcome fresh = fast(doc);
+        Outcome reused;
+        try {
+            idem::jcs::parse_into(doc, w);
+            reused.text = std::string(w.result());
+            EXPECT_EQ(w.digest(), idem::sha256(reused.text));
+        } catch (const idem::Error &e) {
+            reused.error = std::string(e.sqlstate()) + " " + e.what() + " / " + e.detail();
+        }
+        ASSERT_EQ(reused, fresh) << doc;
+        done += fresh.error.empty();
+    }
+    EXPECT_GT(done, 2000u);
 }
 
 TEST(JcsTape, StringsAndLiterals) {
