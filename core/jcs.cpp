@@ -2453,7 +2453,7 @@ IDEM_NOINLINE bool run_direct(const unsigned char *p, const unsigned char *const
     const bool exact = o.exact_numbers;
     const size_t max_depth = o.max_depth;
     // Every token but a number written by write_number takes at most its text, so room for the
-    // rest of the text and 64 bytes (copy_span writes up to 32 bytes past a span's end) is
+    // rest of the text and 64 bytes (copy_span writes up to 31 bytes past a span's end) is
     // kept from w on.
     char *ob = out.room(static_cast<size_t>(e - p) + 64);
     char *w = ob;
@@ -2865,12 +2865,13 @@ up: // the value before token next is complete
 #undef IDEM_COPY
 }
 
-// Resets and parses text through the tape (hash: feeding sha_ while writing) or the streaming
-// writer.
+// Resets and parses text through the one pass, the tape (hash: feeding sha_ while writing) or
+// the streaming writer.
 void CanonicalWriter::parse(std::string_view text, bool hash) {
     // Small texts go through one pass (parse_small), at once when the last document left
-    // nothing to free (may_have_grown_ is cleared by one through the tape or that pass).
-    const bool small = !filtering_ && text.size() <= opts_.one_pass_max && text.size() <= 4096;
+    // nothing to free (see may_have_grown_).
+    const bool small = !filtering_ && opts_.one_pass_max != 0 &&
+                       text.size() <= opts_.one_pass_max && text.size() <= 4096;
     bool tried = false;
     if (small && !may_have_grown_ && tape_) {
         if (parse_small(text))
@@ -2893,12 +2894,17 @@ void CanonicalWriter::parse(std::string_view text, bool hash) {
         }
         parse_tape(text, hash);
         // A text of at most 4 KiB grows no buffer near what shrink() keeps (1 MiB, 64 Ki
-        // tokens): the tape takes at most a token per byte, canonical numbers up to ~20 bytes
-        // per byte of text, shape records 136 bytes per object.
+        // tokens): the tape takes at most a token per byte, canonical numbers up to ~5 bytes
+        // per byte of text (1e20: 21 digits), shape records 136 bytes per object.
         may_have_grown_ = text.size() > 4096;
         return;
     }
-    Parser(text, *this).run();
+    try {
+        Parser(text, *this).run();
+    } catch (...) {
+        done_ = false; // (the value may be complete before the error: text after it)
+        throw;
+    }
 }
 
 // Canonicalises text into w (see jcs.hpp).

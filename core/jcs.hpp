@@ -187,7 +187,8 @@ class CanonicalWriter {
     bool hashing_ = false;                    // sha_ holds the digest of out_[0, hashed_) so far
     size_t hashed_ = 0;
     // False when no buffer can have grown past what shrink() keeps since it last ran (after a
-    // small text through the tape): reset() then need not look.
+    // text of at most 4 KiB through the tape or the one pass): reset() then need not look, and
+    // the one pass need not reset.
     bool may_have_grown_ = true;
 };
 
@@ -203,7 +204,8 @@ std::string canonicalize_text(std::string_view text, const Options &opts = {});
 Digest fingerprint_text(std::string_view text, const Options &opts = {});
 
 // parse_into, then w.digest(), with the hashing done while the canonical text is written: for
-// unfiltered texts of 512 bytes or more, each finished 128 bytes or so go to SHA-256 at once,
+// unfiltered texts of 512 bytes or more through the tape (not the one pass: see
+// Options::one_pass_max), each finished 128 bytes or so go to SHA-256 at once,
 // so that the CPU overlaps the (latency-bound) SHA-256 rounds with the writing. Same result
 // and errors as parse_into then digest().
 Digest fingerprint_into(std::string_view text, CanonicalWriter &w);

@@ -14,11 +14,30 @@
 
 namespace {
 
-enum Path { kOnePass, kTape, kStreaming };
-const char *const kPathNames[] = {"one pass", "tape", "streaming"};
+enum Path { kOnePass, kTape, kStreaming, kReused };
+const char *const kPathNames[] = {"one pass", "tape", "streaming", "reused writer"};
 
-// The canonical text, or the error as "SQLSTATE message detail"; *ok tells which.
+// The canonical text, or the error as "SQLSTATE message detail"; *ok tells which. kReused:
+// default options, through one writer kept across inputs (each mode its own), as the
+// extension keeps one per backend.
 std::string canonical(std::string_view text, bool exact, Path path, bool *ok) {
+    if (path == kReused) {
+        static idem::jcs::CanonicalWriter writers[2] = {
+            idem::jcs::CanonicalWriter(idem::jcs::Options{}), idem::jcs::CanonicalWriter([] {
+                idem::jcs::Options o;
+                o.exact_numbers = true;
+                return o;
+            }())};
+        idem::jcs::CanonicalWriter &w = writers[exact];
+        try {
+            *ok = true;
+            idem::jcs::parse_into(text, w);
+            return std::string(w.result());
+        } catch (const idem::Error &e) {
+            *ok = false;
+            return std::string(e.sqlstate()) + " " + e.what() + " " + e.detail();
+        }
+    }
     idem::jcs::Options o;
     o.exact_numbers = exact;
     o.one_pass_max = path == kOnePass ? 4096 : 0;
@@ -40,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (bool exact : {false, true}) {
         bool stream_ok;
         const std::string stream = canonical(text, exact, kStreaming, &stream_ok);
-        for (Path path : {kOnePass, kTape}) {
+        for (Path path : {kOnePass, kTape, kReused}) {
             bool ok;
             const std::string got = canonical(text, exact, path, &ok);
             if (ok != stream_ok || got != stream) {

@@ -571,6 +571,21 @@ TEST(JcsTape, OnePassWithAReusedWriter) {
     EXPECT_GT(done, 2000u);
 }
 
+// After a text that fails, even one whose value is complete before the error (text after it),
+// no result is left from it or from the document before, on every path.
+TEST(JcsTape, AFailedTextLeavesNoResult) {
+    Options one_pass, tape, streaming;
+    tape.one_pass_max = 0;
+    streaming.exclude = {{"\xff"}};
+    for (const Options &o : {one_pass, tape, streaming}) {
+        idem::jcs::CanonicalWriter w(o);
+        idem::jcs::parse_into(R"({"b":1,"a":2})", w);
+        EXPECT_EQ(w.result(), R"({"a":2,"b":1})");
+        EXPECT_THROW(idem::jcs::parse_into(R"({"b":1,"a":2}x)", w), idem::Error);
+        EXPECT_THROW(w.result(), std::logic_error) << o.one_pass_max << " " << o.exclude.size();
+    }
+}
+
 TEST(JcsTape, StringsAndLiterals) {
     for (const char *s : {R"("")", R"("plain")", R"("Zo\u00eb")", R"("\u0000")", R"("a\"b")",
                           R"("\/\b\f\n\r\t\\")", R"("\u001f\u007f\u0080")", R"("\ud83d\ude00")",
