@@ -1857,6 +1857,42 @@ inline bool escape_into(const unsigned char *&p, char *&o) noexcept {
     }
 }
 
+// Copies n bytes from src to o 16 at a time (up to 15 more are read and written).
+inline void copy_chunks(char *o, const char *src, size_t n) noexcept {
+    for (size_t i = 0; i < n; i += 16)
+        std::memcpy(o + i, src + i, 16);
+}
+
+// The rest of a string at p (in the padded text, after its opening quote or a part already
+// written) written canonically at o, closing quote included: never longer than its text, and
+// up to 15 bytes more are read and written. Both advance (p past the closing quote). false:
+// errors and surrogate escapes, for the full string parser.
+inline bool string_rest_into(const unsigned char *&p, char *&o, const unsigned char *e) noexcept {
+    for (;;) {
+        const size_t n = plain_prefix<true, true>(p, static_cast<size_t>(e - p));
+        copy_chunks(o, reinterpret_cast<const char *>(p), n);
+        o += n;
+        p += n;
+        const unsigned c = *p;
+        if (c == '"')
+            break;
+        if (c >= 0x80) {
+            const size_t l = utf8_seq_len(p, static_cast<size_t>(e - p));
+            if (l == 0)
+                return false;
+            std::memcpy(o, p, 4); // (the padded text has 4 bytes here)
+            o += l;
+            p += l;
+            continue;
+        }
+        if (c != '\\' || !escape_into(p, o)) // (a control character, the end of the text)
+            return false;
+    }
+    *o++ = '"';
+    p++;
+    return true;
+}
+
 // A string value at q (in the padded text) with escapes or bytes >= 0x80: written
 // canonically to side in one pass (k becomes InSide), or kept as a text span when it has no
 // escapes. Returns the end of the token, or null (side unchanged) for what string_slow must
@@ -1883,52 +1919,20 @@ IDEM_NOINLINE const unsigned char *string_value(detail::TapeState &t, detail::Ta
     }
     if (*p != '\\') // (a control character, or the end of the text)
         return nullptr;
-    // From there on it is written to side (runs copied 16 bytes at a time: up to 15 bytes
-    // are read and written past their end).
+    // From there on it is written to side (with room for the rest of the text: the canonical
+    // string is never longer than its text).
     const size_t at = t.side.size();
     const size_t head = static_cast<size_t>(p - q);
-    char *o = t.side.room(head + 64);
-    char *lim = o + head + 64;
-    for (size_t i = 0; i < head; i += 16)
-        std::memcpy(o + i, q + i, 16);
+    char *o = t.side.room(static_cast<size_t>(e - q) + 64);
+    copy_chunks(o, reinterpret_cast<const char *>(q), head);
     o += head;
-    for (;;) {
-        const size_t n = plain_prefix<true, true>(p, static_cast<size_t>(e - p));
-        if (static_cast<size_t>(lim - o) < n + 24) { // (room for the run and one sequence)
-            t.side.set_end(o);
-            o = t.side.room(n + 64);
-            lim = o + n + 64;
-        }
-        for (size_t i = 0; i < n; i += 16)
-            std::memcpy(o + i, p + i, 16);
-        o += n;
-        p += n;
-        unsigned c = *p;
-        if (c == '"') {
-            p++;
-            break;
-        }
-        if (c >= 0x80) {
-            const size_t l = utf8_seq_len(p, static_cast<size_t>(e - p));
-            if (l == 0)
-                goto fail;
-            std::memcpy(o, p, 4); // (the padded text has 4 bytes here)
-            o += l;
-            p += l;
-            continue;
-        }
-        if (c != '\\' || !escape_into(p, o)) // (a control character, the end of the text)
-            goto fail;
-    }
-    *o++ = '"';
+    if (!string_rest_into(p, o, e))
+        return nullptr; // (side's size is unchanged)
     t.side.set_end(o);
     k->kind = detail::TapeState::InSide;
     k->off = static_cast<uint32_t>(at);
     k->len = static_cast<uint32_t>(t.side.size() - at);
     return p;
-fail:
-    t.side.set_end(t.side.data() + at);
-    return nullptr;
 }
 
 // Writes the tokens and names of the first j members of an object in an array that matched
@@ -2335,47 +2339,6 @@ inline char *copy_span(char *o, const char *src, size_t n) noexcept {
     return o + n;
 }
 
-// A string value at q (in the padded text) that plain_string_end did not take, written
-// canonically at o (never longer than its text; runs are copied 16 bytes at a time, so up to
-// 15 bytes more are read and written); both advance. false: for run_tape to decide (errors,
-// surrogate escapes).
-inline bool string_into(const unsigned char *&q, char *&o, const unsigned char *e) noexcept {
-    const unsigned char *p = q + 1;
-    char *w = o;
-    *w++ = '"';
-    for (;;) {
-        const size_t n = plain_prefix<true, true>(p, static_cast<size_t>(e - p));
-        for (size_t i = 0; i < n; i += 16)
-            std::memcpy(w + i, p + i, 16);
-        w += n;
-        p += n;
-        const unsigned c = *p;
-        if (c == '"')
-            break;
-        if (c >= 0x80) {
-            const size_t l = utf8_seq_len(p, static_cast<size_t>(e - p));
-            if (l == 0)
-                return false;
-            std::memcpy(w, p, 4); // (the padded text has 4 bytes here)
-            w += l;
-            p += l;
-            continue;
-        }
-        if (c != '\\' || !escape_into(p, w)) // (a control character, the end of the text)
-            return false;
-    }
-    *w++ = '"';
-    q = p + 1;
-    o = w;
-    return true;
-}
-
-// Copies n bytes from src to o 16 at a time (up to 15 more are read and written).
-inline void copy_chunks(char *o, const char *src, size_t n) noexcept {
-    for (size_t i = 0; i < n; i += 16)
-        std::memcpy(o + i, src + i, 16);
-}
-
 // Compares two plain ASCII member names written at out offsets ra and rb (their opening
 // quotes; their closing quotes come before o) by their bytes.
 IDEM_NOINLINE int tied_written(const char *ob, const char *o, uint64_t ra, uint64_t rb) {
@@ -2480,7 +2443,9 @@ value:
             p = c + 1;
             goto copied;
         }
-        if (!string_into(p, w, e))
+        p++;
+        *w++ = '"';
+        if (!string_rest_into(p, w, e))
             return false;
         goto scalar;
     }
