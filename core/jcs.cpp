@@ -1867,7 +1867,8 @@ inline void copy_chunks(char *o, const char *src, size_t n) noexcept {
 // written) written canonically at o, closing quote included: never longer than its text, and
 // up to 15 bytes more are read and written. Both advance (p past the closing quote). false:
 // errors and surrogate escapes, for the full string parser.
-inline bool string_rest_into(const unsigned char *&p, char *&o, const unsigned char *e) noexcept {
+IDEM_NOINLINE bool string_rest_into(const unsigned char *&p, char *&o,
+                                    const unsigned char *e) noexcept {
     for (;;) {
         const size_t n = plain_prefix<true, true>(p, static_cast<size_t>(e - p));
         copy_chunks(o, reinterpret_cast<const char *>(p), n);
