@@ -42,6 +42,14 @@ TEST(Sha256, ResetStartsOver) {
     h.reset(); // (drops "ab")
     h.update("abc");
     EXPECT_EQ(hex(h.finish()), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    // Every reset copies one shared empty digest: what one context is fed reaches no other.
+    idem::Sha256 a, b;
+    a.reset();
+    a.update("abc");
+    b.reset();
+    EXPECT_EQ(hex(b.finish()), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    a.update("d");
+    EXPECT_EQ(hex(a.finish()), "88d4266fd4e6338d13b845fcf289579d209c897823b9217da3e161936f031589");
 }
 
 TEST(HmacSha256, Rfc4231) {
