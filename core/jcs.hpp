@@ -154,6 +154,7 @@ class CanonicalWriter {
     // feeding what is written to sha_ as it goes).
     void parse_tape(std::string_view text, bool hash);
     bool parse_small(std::string_view text);
+    Sha256 &fresh_sha(); // sha_, ready for a new digest
     void parse(std::string_view text, bool hash);
     void before_value();
     void child_filter(const Frame &parent, std::string_view name, int64_t index);
@@ -185,6 +186,7 @@ class CanonicalWriter {
     std::unique_ptr<detail::TapeState> tape_; // created by the first parse_tape
     std::unique_ptr<Sha256> sha_;             // created by the first digest or fingerprint_into
     bool hashing_ = false;                    // sha_ holds the digest of out_[0, hashed_) so far
+    bool sha_fresh_ = false;                  // sha_ has been fed nothing since its last reset
     size_t hashed_ = 0;
     // False when no buffer can have grown past what shrink() keeps since it last ran (after a
     // text of at most 4 KiB through the tape or the one pass): reset() then need not look, and
@@ -206,8 +208,9 @@ Digest fingerprint_text(std::string_view text, const Options &opts = {});
 // parse_into, then w.digest(), with the hashing done while the canonical text is written: for
 // unfiltered texts of 512 bytes or more through the tape (not the one pass: see
 // Options::one_pass_max), each finished 128 bytes or so go to SHA-256 at once,
-// so that the CPU overlaps the (latency-bound) SHA-256 rounds with the writing. Same result
-// and errors as parse_into then digest().
+// so that the CPU overlaps the (latency-bound) SHA-256 rounds with the writing. The digest is
+// started (its context reset) before the text is parsed. Same result and errors as parse_into
+// then digest().
 Digest fingerprint_into(std::string_view text, CanonicalWriter &w);
 
 // ECMAScript Number.prototype.toString of a finite double (RFC 8785 §3.2.2.3); -0 gives "0".

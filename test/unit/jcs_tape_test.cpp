@@ -463,6 +463,42 @@ TEST(JcsTape, FingerprintWhileWriting) {
     EXPECT_EQ(idem::jcs::fingerprint_text(arr + "]"), idem::sha256(canon(arr + "]")));
 }
 
+TEST(JcsTape, DigestsAfterAnyOrderOfCalls) {
+    // fingerprint_into starts its digest before it canonicalises, and a call that fails leaves
+    // that digest started and unfed. Whatever comes next (small or through the tape, hashed
+    // while written or after) must hash its own canonical text from the start, exactly once.
+    // Every sequence of three calls on one writer.
+    std::string big = "[";
+    for (int i = 0; i < 40; i++)
+        big += (i ? ", " : "") + std::string(R"({"v": )") + std::to_string(i) + R"(, "k": "x"})";
+    const std::vector<std::string> docs = {R"({"b": 1, "a": [true, null]})", big + "]",
+                                           R"({"a": })", big + ", x]"};
+    ASSERT_GT(docs[1].size(), 512u); // (hashed while written)
+    for (int seq = 0; seq < 512; seq++) {
+        idem::jcs::CanonicalWriter w;
+        for (int step = 0, s = seq; step < 3; step++, s /= 8) {
+            const std::string &doc = docs[s % 4];
+            const bool fp = (s / 4) % 2 == 0;
+            SCOPED_TRACE(std::to_string(seq) + " " + std::to_string(step));
+            if (s % 4 >= 2) {
+                if (fp)
+                    EXPECT_THROW(idem::jcs::fingerprint_into(doc, w), idem::Error);
+                else
+                    EXPECT_THROW(idem::jcs::parse_into(doc, w), idem::Error);
+                EXPECT_THROW(w.digest(), std::logic_error);
+                continue;
+            }
+            const idem::Digest want = idem::sha256(canon(doc));
+            if (fp) {
+                EXPECT_EQ(idem::jcs::fingerprint_into(doc, w), want);
+            } else {
+                idem::jcs::parse_into(doc, w);
+                EXPECT_EQ(w.digest(), want);
+            }
+        }
+    }
+}
+
 TEST(JcsTape, EscapedStringValues) {
     // String values with escapes or non-ASCII bytes are decoded and written in one pass;
     // surrogate escapes and anything malformed go the general way. Each case, whole and cut
