@@ -26,8 +26,9 @@ const EVP_MD *sha256_md() {
 }
 
 // A context holding an empty SHA-256 digest, set up once: copying it into a context starts a
-// new digest faster than EVP_DigestInit_ex (which frees and re-creates the provider's state
-// and initialises it; measured in bench/RESULTS.md). Never freed; only read.
+// new digest faster than EVP_DigestInit_ex (measured in bench/RESULTS.md; both free and
+// allocate the provider's state). Never freed; only read. nullptr if OpenSSL could not set it
+// up (an allocation failure on first use): that answer is kept, and every reset then throws.
 const EVP_MD_CTX *sha256_start() {
     static const EVP_MD_CTX *const start = [] {
         EVP_MD_CTX *c = EVP_MD_CTX_new();
