@@ -1064,14 +1064,13 @@ std::string_view CanonicalWriter::result() const {
     return out_.view();
 }
 
-// sha_, reset for a new digest (unless it has been fed nothing since its last reset).
-Sha256 &CanonicalWriter::fresh_sha() {
+// Makes sha_ ready for a new digest (no reset if it has been fed nothing since its last one).
+void CanonicalWriter::fresh_sha() {
     if (!sha_)
         sha_ = std::make_unique<Sha256>();
     else if (!sha_fresh_)
         sha_->reset();
     sha_fresh_ = false;
-    return *sha_;
 }
 
 // SHA-256 of the result, continuing a digest fingerprint_into started (one reused context).

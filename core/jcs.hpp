@@ -154,7 +154,7 @@ class CanonicalWriter {
     // feeding what is written to sha_ as it goes).
     void parse_tape(std::string_view text, bool hash);
     bool parse_small(std::string_view text);
-    Sha256 &fresh_sha(); // sha_, ready for a new digest
+    void fresh_sha(); // sha_, ready for a new digest
     void parse(std::string_view text, bool hash);
     void before_value();
     void child_filter(const Frame &parent, std::string_view name, int64_t index);
