@@ -29,19 +29,19 @@ SELECT idem_canonical_json(jsonb_build_object(U&'\E000', 1, U&'\+01F600', 2, 'é
 SELECT idem_canonical_json('{"a\u0000b": "x\u0000"}'::text);
 SELECT fp_try($$SELECT '{"a\u0000b": 1}'::jsonb$$);
 
--- the six RFC 8785 vectors (../shared/vectors/jcs), through jsonb and through text
-\set arrays_in `cat ../shared/vectors/jcs/input/arrays.json`
-\set arrays_out `cat ../shared/vectors/jcs/output/arrays.json`
-\set french_in `cat ../shared/vectors/jcs/input/french.json`
-\set french_out `cat ../shared/vectors/jcs/output/french.json`
-\set structures_in `cat ../shared/vectors/jcs/input/structures.json`
-\set structures_out `cat ../shared/vectors/jcs/output/structures.json`
-\set unicode_in `cat ../shared/vectors/jcs/input/unicode.json`
-\set unicode_out `cat ../shared/vectors/jcs/output/unicode.json`
-\set values_in `cat ../shared/vectors/jcs/input/values.json`
-\set values_out `cat ../shared/vectors/jcs/output/values.json`
-\set weird_in `cat ../shared/vectors/jcs/input/weird.json`
-\set weird_out `cat ../shared/vectors/jcs/output/weird.json`
+-- the six RFC 8785 vectors (test/vectors/jcs), through jsonb and through text
+\set arrays_in `cat test/vectors/jcs/input/arrays.json`
+\set arrays_out `cat test/vectors/jcs/output/arrays.json`
+\set french_in `cat test/vectors/jcs/input/french.json`
+\set french_out `cat test/vectors/jcs/output/french.json`
+\set structures_in `cat test/vectors/jcs/input/structures.json`
+\set structures_out `cat test/vectors/jcs/output/structures.json`
+\set unicode_in `cat test/vectors/jcs/input/unicode.json`
+\set unicode_out `cat test/vectors/jcs/output/unicode.json`
+\set values_in `cat test/vectors/jcs/input/values.json`
+\set values_out `cat test/vectors/jcs/output/values.json`
+\set weird_in `cat test/vectors/jcs/input/weird.json`
+\set weird_out `cat test/vectors/jcs/output/weird.json`
 SELECT name, idem_canonical_json(i::jsonb) = o AS jsonb_ok, idem_canonical_json(i::text) = o AS text_ok,
        idem_fingerprint(i::jsonb) = sha256(convert_to(o, 'UTF8')) AS fp_jsonb_ok,
        idem_fingerprint(i::text) = sha256(convert_to(o, 'UTF8')) AS fp_text_ok,

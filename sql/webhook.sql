@@ -8,7 +8,7 @@ BEGIN
 EXCEPTION WHEN OTHERS THEN
     RETURN SQLSTATE || ': ' || SQLERRM;
 END $$;
--- the published Standard Webhooks vector (../shared/vectors/README.md)
+-- the published Standard Webhooks vector (test/vectors/README.md)
 \set secret '''whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'''
 \set msg_id '''msg_p5jXN8AQM9LWM0D4loKWxJek'''
 \set ts '''1614265330'''

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VECTORS = os.path.join(ROOT, "..", "shared", "vectors", "jcs")
+VECTORS = os.path.join(ROOT, "test", "vectors", "jcs")
 DB = "crosslang_test"
 
 

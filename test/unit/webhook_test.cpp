@@ -1,4 +1,4 @@
-// Webhook signatures: the Standard Webhooks vector (../shared/vectors/README.md), Stripe-style
+// Webhook signatures: the Standard Webhooks vector (test/vectors/README.md), Stripe-style
 // headers, key rotation, malformed headers and the timestamp tolerance at its edges.
 #include "crypto.hpp"
 #include "error.hpp"
