@@ -16,6 +16,7 @@
 extern "C" {
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
+#include "common/int.h"
 #include "funcapi.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
