@@ -1,5 +1,6 @@
 // Direct access to idempotency.records (see direct.hpp).
 #include "direct.hpp"
+#include "pg_compat.hpp"
 #include "spi_util.hpp"
 
 extern "C" {
@@ -129,7 +130,7 @@ bool plain_table(Relation rel, const RecordsRel &r) {
             if (constr->defval[i].adnum != r.att[A_RETRYABLE])
                 return false;
     }
-    Oid pkey = RelationGetPrimaryKeyIndex(rel);
+    Oid pkey = compat::primary_key_index(rel);
     List *indexes = RelationGetIndexList(rel);
     bool only_pkey = OidIsValid(pkey) && list_length(indexes) == 1 && linitial_oid(indexes) == pkey;
     list_free(indexes);
@@ -145,16 +146,6 @@ Datum copied(TupleTableSlot *slot, AttrNumber att, MemoryContext cxt, bool *isnu
     d = datumCopy(d, false, -1);
     MemoryContextSwitchTo(old);
     return d;
-}
-
-// The executor's index insertion (its signature grew a parameter in PostgreSQL 16).
-List *insert_index_entries(ResultRelInfo *rri, TupleTableSlot *slot, EState *estate,
-                           bool *spec_conflict, List *arbiters) {
-#if PG_VERSION_NUM >= 160000
-    return ExecInsertIndexTuples(rri, slot, estate, false, true, spec_conflict, arbiters, false);
-#else
-    return ExecInsertIndexTuples(rri, slot, estate, false, true, spec_conflict, arbiters);
-#endif
 }
 
 // Reads the record version at tid into *out when snapshot sees it.
@@ -212,7 +203,7 @@ InsertResult insert_new(const NewRecord &rec, bool read, MemoryContext cxt, Stor
         table_close(rel, NoLock);
         return InsertResult::Unusable;
     }
-    Oid pkey = RelationGetPrimaryKeyIndex(rel);
+    Oid pkey = compat::primary_key_index(rel);
     EState *estate = CreateExecutorState();
     MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
     ResultRelInfo *rri = makeNode(ResultRelInfo);
@@ -246,7 +237,7 @@ InsertResult insert_new(const NewRecord &rec, bool read, MemoryContext cxt, Stor
     InsertResult result;
     ItemPointerData conflict;
     for (;;) {
-        if (!ExecCheckIndexConstraints(rri, slot, estate, &conflict, arbiters)) {
+        if (!compat::check_arbiters(rri, slot, estate, &conflict, arbiters)) {
             result = InsertResult::Exists;
             if (read && read_version(rel, &conflict, slot, cxt, out))
                 result = InsertResult::Read;
@@ -255,7 +246,8 @@ InsertResult insert_new(const NewRecord &rec, bool read, MemoryContext cxt, Stor
         uint32 token = SpeculativeInsertionLockAcquire(GetCurrentTransactionId());
         table_tuple_insert_speculative(rel, slot, estate->es_output_cid, 0, nullptr, token);
         bool spec_conflict = false;
-        List *recheck = insert_index_entries(rri, slot, estate, &spec_conflict, arbiters);
+        List *recheck =
+            compat::insert_speculative_index_entries(rri, slot, estate, &spec_conflict, arbiters);
         table_tuple_complete_speculative(rel, slot, token, !spec_conflict);
         SpeculativeInsertionLockRelease(GetCurrentTransactionId());
         list_free(recheck);

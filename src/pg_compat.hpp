@@ -1,0 +1,59 @@
+// The differences between the supported PostgreSQL majors (15, 16, 17, 18), each behind a named
+// helper. This is the one place that tests PG_VERSION_NUM; the rest of src/ calls the helpers.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+
+#include "executor/executor.h"
+#include "nodes/execnodes.h"
+#include "nodes/pg_list.h"
+#include "storage/itemptr.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
+}
+
+#if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 190000
+#error "idempotency supports PostgreSQL 15, 16, 17 and 18"
+#endif
+
+namespace idem::pg::compat {
+
+// The OID of the table's primary key index (InvalidOid when it has none). From 18 on the
+// caller says whether a deferrable one counts: it does not here (a deferrable key cannot be an
+// arbiter of INSERT ... ON CONFLICT).
+inline Oid primary_key_index(Relation rel) {
+#if PG_VERSION_NUM >= 180000
+    return RelationGetPrimaryKeyIndex(rel, false);
+#else
+    return RelationGetPrimaryKeyIndex(rel);
+#endif
+}
+
+// The pre-check of a speculative insertion against the arbiter indexes: false, with the
+// conflicting tuple in *conflict, when a committed row holds the key. 18 added the tuple being
+// replaced (for WITHOUT OVERLAPS); an insert replaces none and passes an invalid one, as
+// ExecInsert does.
+inline bool check_arbiters(ResultRelInfo *rri, TupleTableSlot *slot, EState *estate,
+                           ItemPointer conflict, List *arbiters) {
+#if PG_VERSION_NUM >= 180000
+    ItemPointerData none;
+    ItemPointerSetInvalid(&none);
+    return ExecCheckIndexConstraints(rri, slot, estate, conflict, &none, arbiters);
+#else
+    return ExecCheckIndexConstraints(rri, slot, estate, conflict, arbiters);
+#endif
+}
+
+// Inserts the index entries of a speculatively inserted tuple, noting a conflict on an arbiter
+// in *spec_conflict instead of raising. 16 added onlySummarizing (false: every index).
+inline List *insert_speculative_index_entries(ResultRelInfo *rri, TupleTableSlot *slot,
+                                              EState *estate, bool *spec_conflict, List *arbiters) {
+#if PG_VERSION_NUM >= 160000
+    return ExecInsertIndexTuples(rri, slot, estate, false, true, spec_conflict, arbiters, false);
+#else
+    return ExecInsertIndexTuples(rri, slot, estate, false, true, spec_conflict, arbiters);
+#endif
+}
+
+} // namespace idem::pg::compat
