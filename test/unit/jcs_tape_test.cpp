@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <string>

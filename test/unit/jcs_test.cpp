@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
