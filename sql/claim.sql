@@ -158,7 +158,7 @@ SELECT outcome FROM idem_claim('settings', 'k2', NULL, '2 minutes', '2 days');
 SELECT lease_expires_at - created_at AS lease, expires_at - created_at AS ttl FROM idem_lookup('settings', 'k2');
 RESET idempotency.default_lease;
 RESET idempotency.default_ttl;
-SELECT try($$SET idempotency.default_lease = 0$$);
+-- out-of-range settings: sql/settings.sql
 
 -- bad input: a clear error with its SQLSTATE, and nothing written
 SELECT count(*) AS before FROM idempotency.records \gset
