@@ -1,9 +1,11 @@
 // Shared helpers of the libpqxx client programs (test/client/*_test.cpp): options, connection
 // strings from the libpq environment, a per-program database, a thread barrier, retry with
-// backoff, SQLSTATE checks, and the final invariant table.
+// backoff, SQLSTATE checks, and the final invariant table. idem::db below is the one place that
+// knows which libpqxx it is built against; the demos (demo/*.cpp) use it too.
 #pragma once
 
 #include <pqxx/pqxx>
+#include <pqxx/version>
 
 #include <atomic>
 #include <chrono>
@@ -19,6 +21,65 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+// The libpqxx calls whose spelling differs between the versions the programs build against:
+// 6.4 (Debian 12), 7.10 (Debian 13) and 8.0 (Debian forky). 7.10 deprecates exec_params,
+// exec_params1 and exec1 for exec(sql, params) and result::one_row(); 8.0 takes the transaction
+// as the first argument of params (the client encoding), returns SQLSTATEs as string_views and
+// gives row_refs (valid only while their result lives) from result::at and operator[].
+// Everything else the programs use is the same in all three.
+namespace idem::db {
+
+#if PQXX_VERSION_MAJOR > 7 || (PQXX_VERSION_MAJOR == 7 && PQXX_VERSION_MINOR >= 10)
+#define IDEM_PQXX_EXEC_WITH_PARAMS 1
+#else
+#define IDEM_PQXX_EXEC_WITH_PARAMS 0
+#endif
+
+// The parameterised statement sql with $1, $2, ... bound to args (sent as text); its result.
+template <typename... Args>
+pqxx::result exec_params(pqxx::transaction_base &tx, const std::string &sql, Args &&...args) {
+#if PQXX_VERSION_MAJOR >= 8
+    return tx.exec(sql, pqxx::params{tx, std::forward<Args>(args)...});
+#elif IDEM_PQXX_EXEC_WITH_PARAMS
+    return tx.exec(sql, pqxx::params{std::forward<Args>(args)...});
+#else
+    return tx.exec_params(sql, std::forward<Args>(args)...);
+#endif
+}
+
+// Like exec_params, for a statement that returns exactly one row (pqxx::unexpected_rows
+// otherwise); the row keeps the result's data alive.
+template <typename... Args>
+pqxx::row exec_params1(pqxx::transaction_base &tx, const std::string &sql, Args &&...args) {
+#if IDEM_PQXX_EXEC_WITH_PARAMS
+    return idem::db::exec_params(tx, sql, std::forward<Args>(args)...).one_row();
+#else
+    return tx.exec_params1(sql, std::forward<Args>(args)...);
+#endif
+}
+
+// The statement sql, which returns exactly one row (pqxx::unexpected_rows otherwise).
+inline pqxx::row exec1(pqxx::transaction_base &tx, const std::string &sql) {
+#if IDEM_PQXX_EXEC_WITH_PARAMS
+    return tx.exec(sql).one_row();
+#else
+    return tx.exec1(sql);
+#endif
+}
+
+// Row i of r (pqxx::range_error past the end) as a pqxx::row, which keeps the result's data
+// alive after r is gone (8.0's result::at gives a row_ref into r).
+inline pqxx::row row_at(const pqxx::result &r, pqxx::result::size_type i) {
+    return pqxx::row{r.at(i)};
+}
+
+// The SQLSTATE of e as a string (8.0: sql_error::sqlstate() is a string_view).
+inline std::string sqlstate(const pqxx::sql_error &e) {
+    return std::string(e.sqlstate());
+}
+
+} // namespace idem::db
 
 namespace idemtest {
 
@@ -149,7 +210,7 @@ class Barrier {
 // SQLSTATE of an exception, "" if it carries none.
 inline std::string sqlstate_of(const std::exception &e) {
     if (auto *s = dynamic_cast<const pqxx::sql_error *>(&e))
-        return s->sqlstate();
+        return idem::db::sqlstate(*s);
     return "";
 }
 
@@ -256,7 +317,8 @@ inline int print_invariants(const char *program, const std::vector<Invariant> &r
 inline void effect_invariants(pqxx::connection &c, const std::string &label,
                               const std::string &scope, long keys, std::vector<Invariant> &out) {
     pqxx::nontransaction n(c);
-    auto r = n.exec_params(
+    auto r = idem::db::exec_params(
+        n,
         "SELECT count(*), coalesce(sum(n), 0), "
         "       count(*) FILTER (WHERE n > 1), coalesce(max(n), 0) "
         "FROM (SELECT key, count(*) AS n FROM payments WHERE scope = $1 GROUP BY key) s",
@@ -267,7 +329,8 @@ inline void effect_invariants(pqxx::connection &c, const std::string &label,
                    effects == keys && keys_paid == keys && dup_keys == 0,
                    "keys with >1 effect: " + std::to_string(dup_keys) +
                        ", worst key: " + std::to_string(worst)});
-    auto m = n.exec_params(
+    auto m = idem::db::exec_params(
+        n,
         "SELECT count(*) FROM idempotency.records r "
         "JOIN (SELECT key, min(payment_id) AS pid, count(*) AS n FROM payments WHERE scope = $1 "
         "      GROUP BY key) p ON p.key = r.key "
@@ -339,13 +402,14 @@ inline std::string charge_once(pqxx::connection &c, Mode mode, const std::string
     if (mode == Mode::Naive || mode == Mode::Blind) { // no idempotency (--break)
         pqxx::work w(c);
         if (mode == Mode::Naive) { // look for an earlier payment, else charge
-            auto r = w.exec_params("SELECT payment_id FROM payments WHERE scope = $1 AND key = $2",
-                                   scope, key);
+            auto r = idem::db::exec_params(
+                w, "SELECT payment_id FROM payments WHERE scope = $1 AND key = $2", scope, key);
             if (!r.empty())
                 return r[0][0].as<std::string>();
         }
         at("work");
-        std::string pid = w.exec_params1(PAY_SQL, scope, key, amount)[0].as<std::string>();
+        std::string pid =
+            idem::db::exec_params1(w, PAY_SQL, scope, key, amount)[0].as<std::string>();
         at("before-commit");
         w.commit();
         st.effects++;
@@ -353,7 +417,7 @@ inline std::string charge_once(pqxx::connection &c, Mode mode, const std::string
     }
     if (mode == Mode::Single) { // BEGIN; claim; effect; complete; COMMIT
         pqxx::work w(c);
-        auto r = w.exec_params1(CLAIM_SQL, scope, key, amount, lease);
+        auto r = idem::db::exec_params1(w, CLAIM_SQL, scope, key, amount, lease);
         std::string outcome = r[0].as<std::string>();
         if (outcome == "replayed") {
             st.replayed++;
@@ -371,9 +435,10 @@ inline std::string charge_once(pqxx::connection &c, Mode mode, const std::string
         (outcome == "claimed" ? st.claimed : st.reclaimed)++;
         int attempt = r[1].as<int>();
         at("claimed");
-        std::string pid = w.exec_params1(PAY_SQL, scope, key, amount)[0].as<std::string>();
+        std::string pid =
+            idem::db::exec_params1(w, PAY_SQL, scope, key, amount)[0].as<std::string>();
         at("work");
-        w.exec_params(COMPLETE_SQL, scope, key, attempt, pid);
+        idem::db::exec_params(w, COMPLETE_SQL, scope, key, attempt, pid);
         at("before-commit");
         w.commit();
         st.effects++;
@@ -384,7 +449,7 @@ inline std::string charge_once(pqxx::connection &c, Mode mode, const std::string
     int attempt = 0;
     {
         pqxx::nontransaction n(c);
-        auto r = n.exec_params1(CLAIM_SQL, scope, key, amount, lease);
+        auto r = idem::db::exec_params1(n, CLAIM_SQL, scope, key, amount, lease);
         outcome = r[0].as<std::string>();
         if (!r[1].is_null())
             attempt = r[1].as<int>();
@@ -407,9 +472,10 @@ inline std::string charge_once(pqxx::connection &c, Mode mode, const std::string
     at("claimed");
     try {
         pqxx::work w(c);
-        std::string pid = w.exec_params1(PAY_SQL, scope, key, amount)[0].as<std::string>();
+        std::string pid =
+            idem::db::exec_params1(w, PAY_SQL, scope, key, amount)[0].as<std::string>();
         at("work");
-        w.exec_params(COMPLETE_SQL, scope, key, attempt, pid);
+        idem::db::exec_params(w, COMPLETE_SQL, scope, key, attempt, pid);
         at("before-commit");
         w.commit();
         st.effects++;

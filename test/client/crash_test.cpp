@@ -159,10 +159,12 @@ int main(int argc, char **argv) {
             Client c(conninfo(db));
             retry([&] {
                 pqxx::nontransaction n(c.get());
-                for (auto row : n.exec_params("SELECT key, attempt FROM idempotency.records "
-                                              "WHERE scope = $1 AND status = 'processing' "
-                                              "AND updated_at < pg_postmaster_start_time()",
-                                              scope))
+                for (auto row :
+                     idem::db::exec_params(n,
+                                           "SELECT key, attempt FROM idempotency.records "
+                                           "WHERE scope = $1 AND status = 'processing' "
+                                           "AND updated_at < pg_postmaster_start_time()",
+                                           scope))
                     orphans[row[0].as<std::string>()] = row[1].as<int>();
                 return 0;
             });
@@ -186,12 +188,12 @@ int main(int argc, char **argv) {
         Client vc(conninfo(db));
         pqxx::connection &c = *retry([&] { return &vc.get(); }, 60);
         pqxx::nontransaction n(c);
-        long keys =
-            n.exec_params("SELECT count(*) FROM idempotency.records WHERE scope = $1", scope)[0][0]
-                .as<long>();
+        long keys = idem::db::exec_params(
+                        n, "SELECT count(*) FROM idempotency.records WHERE scope = $1", scope)[0][0]
+                        .as<long>();
         if (opt.broken) // no records: count the keys clients asked for
-            keys = n.exec_params("SELECT count(DISTINCT key) FROM payments WHERE scope = $1",
-                                 scope)[0][0]
+            keys = idem::db::exec_params(
+                       n, "SELECT count(DISTINCT key) FROM payments WHERE scope = $1", scope)[0][0]
                        .as<long>();
         n.commit();
         effect_invariants(c, "S4 crash", scope, keys, inv);
@@ -200,13 +202,16 @@ int main(int argc, char **argv) {
         std::map<std::string, int> attempt_now;
         std::map<std::string, std::string> status_now;
         pqxx::nontransaction n2(c);
-        for (auto row : n2.exec_params("SELECT key, min(payment_id) FROM payments "
-                                       "WHERE scope = $1 GROUP BY key",
-                                       scope))
+        for (auto row : idem::db::exec_params(n2,
+                                              "SELECT key, min(payment_id) FROM payments "
+                                              "WHERE scope = $1 GROUP BY key",
+                                              scope))
             paid[row[0].as<std::string>()] = row[1].as<std::string>();
-        for (auto row : n2.exec_params("SELECT key, attempt, status FROM idempotency.records "
-                                       "WHERE scope = $1",
-                                       scope)) {
+        for (auto row :
+             idem::db::exec_params(n2,
+                                   "SELECT key, attempt, status FROM idempotency.records "
+                                   "WHERE scope = $1",
+                                   scope)) {
             attempt_now[row[0].as<std::string>()] = row[1].as<int>();
             status_now[row[0].as<std::string>()] = row[2].as<std::string>();
         }

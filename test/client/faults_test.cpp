@@ -93,9 +93,10 @@ int main(int argc, char **argv) {
         std::map<std::string, std::string> paid;
         {
             pqxx::nontransaction n(c);
-            for (auto row : n.exec_params("SELECT key, min(payment_id) FROM payments "
-                                          "WHERE scope = $1 GROUP BY key",
-                                          scope))
+            for (auto row : idem::db::exec_params(n,
+                                                  "SELECT key, min(payment_id) FROM payments "
+                                                  "WHERE scope = $1 GROUP BY key",
+                                                  scope))
                 paid[row[0].as<std::string>()] = row[1].as<std::string>();
         }
         long same = 0;

@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
                         sleep_ms(300); // the postmaster restarts; everyone reconnects
                     } else {
                         pqxx::nontransaction n(admin.get());
-                        n.exec_params("SELECT pg_terminate_backend($1)", pid);
+                        idem::db::exec_params(n, "SELECT pg_terminate_backend($1)", pid);
                     }
                     kills[sig][ph]++;
                     nkills++;
@@ -148,13 +148,15 @@ int main(int argc, char **argv) {
         long processing = 0;
         {
             pqxx::nontransaction n(c);
-            for (auto row : n.exec_params("SELECT key, min(payment_id) FROM payments "
-                                          "WHERE scope = $1 GROUP BY key",
-                                          scope))
+            for (auto row : idem::db::exec_params(n,
+                                                  "SELECT key, min(payment_id) FROM payments "
+                                                  "WHERE scope = $1 GROUP BY key",
+                                                  scope))
                 paid[row[0].as<std::string>()] = row[1].as<std::string>();
-            processing = n.exec_params("SELECT count(*) FROM idempotency.records "
-                                       "WHERE scope = $1 AND status <> 'completed'",
-                                       scope)[0][0]
+            processing = idem::db::exec_params(n,
+                                               "SELECT count(*) FROM idempotency.records "
+                                               "WHERE scope = $1 AND status <> 'completed'",
+                                               scope)[0][0]
                              .as<long>();
         }
         long same = 0;
