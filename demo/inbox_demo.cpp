@@ -5,6 +5,8 @@
 //
 // Usage: inbox_demo [--ci]   (connection from PGHOST / PGPORT / PGUSER; creates and uses a fresh
 // database inbox_demo). Prints a PASS/FAIL table and exits non-zero on any FAIL.
+#include "common.hpp" // idem::db: the libpqxx calls that differ between versions
+
 #include <pqxx/pqxx>
 
 #include <condition_variable>
@@ -49,9 +51,10 @@ std::string body_for(const std::string &order, const std::string &payment) {
 Delivery sign(pqxx::connection &provider, const std::string &secret, const std::string &msg_id,
               long long ts, const std::string &body) {
     pqxx::work tx(provider);
-    std::string sig = tx.exec_params1("SELECT idem_webhook_sign_standard($1, $2, $3, $4)", secret,
-                                      msg_id, std::to_string(ts), body)[0]
-                          .as<std::string>();
+    std::string sig =
+        idem::db::exec_params1(tx, "SELECT idem_webhook_sign_standard($1, $2, $3, $4)", secret,
+                               msg_id, std::to_string(ts), body)[0]
+            .as<std::string>();
     tx.commit();
     return {msg_id, std::to_string(ts), body, sig};
 }
@@ -64,20 +67,25 @@ std::string handle(pqxx::connection &shop, const Delivery &d, const std::string 
         try {
             pqxx::work tx(shop);
             std::string outcome =
-                tx.exec_params1("SELECT idem_webhook_receive('shop', 'standard', ARRAY[$1], $2, "
-                                "$3, $4, $5, event_type => 'payment.succeeded')",
-                                kSecret, d.msg_id, d.body, d.signature, d.timestamp)[0]
+                idem::db::exec_params1(
+                    tx,
+                    "SELECT idem_webhook_receive('shop', 'standard', ARRAY[$1], $2, "
+                    "$3, $4, $5, event_type => 'payment.succeeded')",
+                    kSecret, d.msg_id, d.body, d.signature, d.timestamp)[0]
                     .as<std::string>();
             if (outcome == "new") {
                 // the second layer: a business key and a guarded state transition
-                pqxx::result r = tx.exec_params(
+                pqxx::result r = idem::db::exec_params(
+                    tx,
                     "UPDATE shop_orders SET status = 'PAID', provider_payment_id = $2 "
                     "WHERE id = $1 AND status = 'PENDING'",
                     order, payment);
                 if (r.affected_rows() == 1)
-                    tx.exec_params("INSERT INTO licenses (order_id, license_key) VALUES ($1, "
-                                   "'LIC-' || $1)",
-                                   order);
+                    idem::db::exec_params(
+                        tx,
+                        "INSERT INTO licenses (order_id, license_key) VALUES ($1, "
+                        "'LIC-' || $1)",
+                        order);
             }
             tx.commit();
             return outcome;
@@ -108,14 +116,14 @@ class Barrier {
 
 long long count(pqxx::connection &c, const std::string &sql) {
     pqxx::work tx(c);
-    long long n = tx.exec1(sql)[0].as<long long>();
+    long long n = idem::db::exec1(tx, sql)[0].as<long long>();
     tx.commit();
     return n;
 }
 
 std::string one(pqxx::connection &c, const std::string &sql) {
     pqxx::work tx(c);
-    pqxx::row r = tx.exec1(sql);
+    pqxx::row r = idem::db::exec1(tx, sql);
     tx.commit();
     return r[0].is_null() ? "NULL" : r[0].as<std::string>();
 }
@@ -172,8 +180,8 @@ int run() {
             std::string order = round == 0 ? "order-2" : "order-2-" + std::to_string(round);
             if (round > 0) {
                 pqxx::work tx(setup);
-                tx.exec_params("INSERT INTO shop_orders (id, status) VALUES ($1, 'PENDING')",
-                               order);
+                idem::db::exec_params(
+                    tx, "INSERT INTO shop_orders (id, status) VALUES ($1, 'PENDING')", order);
                 tx.commit();
             }
             std::string payment = "pay_2_" + std::to_string(round);

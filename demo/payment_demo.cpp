@@ -8,6 +8,8 @@
 //   payment_demo --ci       use a fresh database payment_demo (dropped after a pass)
 //   payment_demo --break    the naive handler (no idem_claim): must print FAIL rows and exit 1;
 //                           also IDEM_DEMO_BREAK=1
+#include "common.hpp" // idem::db: the libpqxx calls that differ between versions
+
 #include <pqxx/pqxx>
 
 #include <algorithm>
@@ -70,7 +72,7 @@ struct HandlerOptions {
 template <typename... Args>
 pqxx::result q(pqxx::transaction_base &t, const std::string &sql, Args &&...args) {
     ++g_db_calls;
-    return t.exec_params(sql, std::forward<Args>(args)...);
+    return idem::db::exec_params(t, sql, std::forward<Args>(args)...);
 }
 
 std::string get(const pqxx::row &r, int i) {
@@ -80,15 +82,16 @@ std::string get(const pqxx::row &r, int i) {
 // INSERT INTO payments ... RETURNING id and the response body; then idem_complete with it.
 void record_payment(pqxx::transaction_base &t, const std::string &key, const std::string &body,
                     int attempt, bool complete, Answer *a) {
-    pqxx::row p = q(t,
-                    "INSERT INTO payments (idempotency_key, customer, amount_cents, currency) "
-                    "SELECT $1, b->>'customer', (b->>'amount_cents')::bigint, b->>'currency' "
-                    "FROM (SELECT $2::jsonb AS b) s "
-                    "RETURNING id::text, jsonb_build_object('id', id, 'object', 'payment', "
-                    "'status', 'succeeded', 'amount_cents', amount_cents, 'currency', "
-                    "currency, 'customer', customer)::text",
-                    key, body)
-                      .at(0);
+    pqxx::row p = idem::db::row_at(
+        q(t,
+          "INSERT INTO payments (idempotency_key, customer, amount_cents, currency) "
+          "SELECT $1, b->>'customer', (b->>'amount_cents')::bigint, b->>'currency' "
+          "FROM (SELECT $2::jsonb AS b) s "
+          "RETURNING id::text, jsonb_build_object('id', id, 'object', 'payment', "
+          "'status', 'succeeded', 'amount_cents', amount_cents, 'currency', "
+          "currency, 'customer', customer)::text",
+          key, body),
+        0);
     a->payment_id = get(p, 0);
     a->body = get(p, 1);
     if (complete)
@@ -126,14 +129,14 @@ Answer handle_payment(pqxx::connection &c, const std::string &key, const std::st
         auto t = std::make_unique<pqxx::work>(c);
         std::string fp =
             q(*t, "SELECT encode(" + g_fp_sql + ", 'hex')", body_text).at(0)[0].c_str();
-        pqxx::row r =
+        pqxx::row r = idem::db::row_at(
             q(*t,
               "SELECT c.outcome, coalesce(c.attempt, 0), c.resource_id, c.response::text, "
               "coalesce(c.response_status, 0), CASE WHEN c.lease_expires_at IS NULL THEN 1 ELSE "
               "greatest(1, ceil(extract(epoch FROM c.lease_expires_at - clock_timestamp())))::int "
               "END FROM idem_claim($1, $2, decode($3, 'hex'), $4::interval) c",
-              SCOPE, key, fp, o.lease)
-                .at(0);
+              SCOPE, key, fp, o.lease),
+            0);
         a.outcome = get(r, 0);
         a.attempt = r[1].as<int>();
         if (a.outcome == "claimed" || a.outcome == "reclaimed") {
@@ -164,7 +167,7 @@ Answer handle_payment(pqxx::connection &c, const std::string &key, const std::st
         t->commit();
     } catch (const pqxx::sql_error &e) {
         a.http = e.sqlstate() == "22P02" ? 400 : 500; // malformed JSON body: 400
-        a.outcome = "error " + e.sqlstate();
+        a.outcome = "error " + idem::db::sqlstate(e);
         a.body = e.what();
     }
     return a;
@@ -227,7 +230,7 @@ std::vector<Answer> concurrent(int n, const std::string &key, const std::string 
 
 long payment_rows(pqxx::connection &c, const std::string &key) {
     pqxx::nontransaction t(c);
-    return t.exec_params("SELECT count(*) FROM payments WHERE idempotency_key = $1", key)
+    return idem::db::exec_params(t, "SELECT count(*) FROM payments WHERE idempotency_key = $1", key)
         .at(0)[0]
         .as<long>();
 }
@@ -490,9 +493,10 @@ void scenario_4(pqxx::connection &admin) {
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     for (;;) {
         pqxx::nontransaction t(admin);
-        auto r = t.exec_params("SELECT lease_expires_at < clock_timestamp() FROM "
-                               "idem_lookup($1, $2)",
-                               SCOPE, key);
+        auto r = idem::db::exec_params(t,
+                                       "SELECT lease_expires_at < clock_timestamp() FROM "
+                                       "idem_lookup($1, $2)",
+                                       SCOPE, key);
         if (r.empty() || r[0][0].is_null() || r[0][0].as<bool>() ||
             std::chrono::steady_clock::now() > until)
             break;
@@ -520,9 +524,10 @@ void scenario_4(pqxx::connection &admin) {
         try {
             auto c = connect();
             pqxx::nontransaction t(*c);
-            bool stored = t.exec_params("SELECT idem_complete($1, $2, 1, 'ghost', "
-                                        "'{\"id\":\"ghost\"}'::jsonb, 201)",
-                                        SCOPE, key)
+            bool stored = idem::db::exec_params(t,
+                                                "SELECT idem_complete($1, $2, 1, 'ghost', "
+                                                "'{\"id\":\"ghost\"}'::jsonb, 201)",
+                                                SCOPE, key)
                               .at(0)[0]
                               .as<bool>();
             zombie = stored ? "accepted (true)" : "accepted (false)";
@@ -531,7 +536,7 @@ void scenario_4(pqxx::connection &admin) {
             msg = msg.substr(0, msg.find('\n'));
             if (msg.rfind("ERROR:  ", 0) == 0)
                 msg = msg.substr(8);
-            zombie = "refused " + e.sqlstate() + " (" + msg + ")";
+            zombie = "refused " + idem::db::sqlstate(e) + " (" + msg + ")";
         }
     };
     auto retries = concurrent(5, key, body, r, [&](int, const Answer &) {
@@ -570,10 +575,11 @@ void scenario_4(pqxx::connection &admin) {
     std::string stored;
     {
         pqxx::nontransaction t(admin);
-        auto l = t.exec_params("SELECT status || ' attempt ' || attempt || ' id=' || "
-                               "coalesce(resource_id, '-') FROM idem_lookup($1, $2)",
-                               SCOPE, key);
-        stored = l.empty() ? "no record" : get(l[0], 0);
+        auto l = idem::db::exec_params(t,
+                                       "SELECT status || ' attempt ' || attempt || ' id=' || "
+                                       "coalesce(resource_id, '-') FROM idem_lookup($1, $2)",
+                                       SCOPE, key);
+        stored = l.empty() ? "no record" : get(idem::db::row_at(l, 0), 0);
     }
     rows = payment_rows(admin, key);
     std::cout << "    late retry: " << describe(a) << "; record: " << stored << "\n";
