@@ -424,6 +424,10 @@ IDEM_PG_FUNCTION(idem_claim) {
                     continue;
                 break;
             case idem::pg::InsertResult::Unusable:
+                // Said at DEBUG1 so that a test can tell the direct path ran (sql/claim.sql).
+                ereport(DEBUG1, (errmsg_internal("idem_claim takes the SQL path: "
+                                                 "idempotency.records is not the "
+                                                 "extension's plain table")));
                 direct = false;
                 break;
             }
