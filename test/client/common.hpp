@@ -390,15 +390,51 @@ const char *const PAY_SQL = "INSERT INTO payments (scope, key, payment_id, amoun
 const char *const COMPLETE_SQL =
     "SELECT idem_complete($1, $2, $3, $4, jsonb_build_object('payment_id', $4::text), 201)";
 
+// Calls hook at point p of the handler, if there is a hook.
+inline void call_hook(const Hook &hook, const char *p) {
+    if (hook)
+        hook(p);
+}
+
+// What a request does after idem_claim answered outcome: Replay the stored result, Retry later
+// (in progress elsewhere), or Charge (claimed or reclaimed: the key is this request's now).
+// Counts the outcome in st; throws on a fingerprint mismatch.
+enum class Next { Replay, Retry, Charge };
+inline Next after_claim(const std::string &outcome, const std::string &key, Stats &st) {
+    if (outcome == "replayed") {
+        st.replayed++;
+        return Next::Replay;
+    }
+    if (outcome == "in_progress") {
+        st.in_progress++;
+        return Next::Retry;
+    }
+    if (outcome == "mismatch") {
+        st.mismatch++;
+        throw std::runtime_error("fingerprint mismatch for key " + key);
+    }
+    (outcome == "claimed" ? st.claimed : st.reclaimed)++;
+    return Next::Charge;
+}
+
+// The effect (one payments row) and idem_complete of the claim's attempt in w, then COMMIT;
+// returns the new payment id.
+inline std::string pay_and_complete(pqxx::work &w, const std::string &scope, const std::string &key,
+                                    int amount, int attempt, Stats &st, const Hook &hook) {
+    std::string pid = idem::db::exec_params1(w, PAY_SQL, scope, key, amount)[0].as<std::string>();
+    call_hook(hook, "work");
+    idem::db::exec_params(w, COMPLETE_SQL, scope, key, attempt, pid);
+    call_hook(hook, "before-commit");
+    w.commit();
+    st.effects++;
+    return pid;
+}
+
 // One request. Returns the payment id, or "" when the key is in progress elsewhere (or this
 // attempt was fenced) and the request must be sent again later. Throws on transport errors.
 inline std::string charge_once(pqxx::connection &c, Mode mode, const std::string &scope,
                                const std::string &key, int amount, const std::string &lease,
                                Stats &st, const Hook &hook = nullptr) {
-    auto at = [&](const char *p) {
-        if (hook)
-            hook(p);
-    };
     if (mode == Mode::Naive || mode == Mode::Blind) { // no idempotency (--break)
         pqxx::work w(c);
         if (mode == Mode::Naive) { // look for an earlier payment, else charge
@@ -407,10 +443,10 @@ inline std::string charge_once(pqxx::connection &c, Mode mode, const std::string
             if (!r.empty())
                 return r[0][0].as<std::string>();
         }
-        at("work");
+        call_hook(hook, "work");
         std::string pid =
             idem::db::exec_params1(w, PAY_SQL, scope, key, amount)[0].as<std::string>();
-        at("before-commit");
+        call_hook(hook, "before-commit");
         w.commit();
         st.effects++;
         return pid;
@@ -418,31 +454,16 @@ inline std::string charge_once(pqxx::connection &c, Mode mode, const std::string
     if (mode == Mode::Single) { // BEGIN; claim; effect; complete; COMMIT
         pqxx::work w(c);
         auto r = idem::db::exec_params1(w, CLAIM_SQL, scope, key, amount, lease);
-        std::string outcome = r[0].as<std::string>();
-        if (outcome == "replayed") {
-            st.replayed++;
+        Next next = after_claim(r[0].as<std::string>(), key, st);
+        if (next == Next::Replay) {
             w.commit();
             return r[2].as<std::string>();
         }
-        if (outcome == "in_progress") {
-            st.in_progress++;
+        if (next == Next::Retry)
             return "";
-        }
-        if (outcome == "mismatch") {
-            st.mismatch++;
-            throw std::runtime_error("fingerprint mismatch for key " + key);
-        }
-        (outcome == "claimed" ? st.claimed : st.reclaimed)++;
         int attempt = r[1].as<int>();
-        at("claimed");
-        std::string pid =
-            idem::db::exec_params1(w, PAY_SQL, scope, key, amount)[0].as<std::string>();
-        at("work");
-        idem::db::exec_params(w, COMPLETE_SQL, scope, key, attempt, pid);
-        at("before-commit");
-        w.commit();
-        st.effects++;
-        return pid;
+        call_hook(hook, "claimed");
+        return pay_and_complete(w, scope, key, amount, attempt, st, hook);
     }
     // Two-phase: the claim commits on its own; effect + complete in a later transaction.
     std::string outcome, rid;
@@ -456,30 +477,15 @@ inline std::string charge_once(pqxx::connection &c, Mode mode, const std::string
         if (!r[2].is_null())
             rid = r[2].as<std::string>();
     }
-    if (outcome == "replayed") {
-        st.replayed++;
+    Next next = after_claim(outcome, key, st);
+    if (next == Next::Replay)
         return rid;
-    }
-    if (outcome == "in_progress") {
-        st.in_progress++;
+    if (next == Next::Retry)
         return "";
-    }
-    if (outcome == "mismatch") {
-        st.mismatch++;
-        throw std::runtime_error("fingerprint mismatch for key " + key);
-    }
-    (outcome == "claimed" ? st.claimed : st.reclaimed)++;
-    at("claimed");
+    call_hook(hook, "claimed");
     try {
         pqxx::work w(c);
-        std::string pid =
-            idem::db::exec_params1(w, PAY_SQL, scope, key, amount)[0].as<std::string>();
-        at("work");
-        idem::db::exec_params(w, COMPLETE_SQL, scope, key, attempt, pid);
-        at("before-commit");
-        w.commit();
-        st.effects++;
-        return pid;
+        return pay_and_complete(w, scope, key, amount, attempt, st, hook);
     } catch (const pqxx::sql_error &e) {
         if (e.sqlstate() == "IK002") { // our lease ran out and another attempt took over
             st.fenced++;
