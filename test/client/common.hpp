@@ -169,6 +169,17 @@ inline void create_test_db(const std::string &db) {
     n.exec("CREATE INDEX ON payments (scope, key)");
 }
 
+// create_test_db for a program's setup: false after printing "setup failed: ..." (exit 2 then).
+inline bool setup_test_db(const std::string &db) {
+    try {
+        create_test_db(db);
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "setup failed: %s\n", e.what());
+        return false;
+    }
+    return true;
+}
+
 // Drops database db (best effort; a crash test may leave connections behind).
 inline void drop_test_db(const std::string &db) {
     for (int i = 0; i < 20; i++) {
@@ -205,6 +216,36 @@ class Barrier {
     int n_;
     int count_ = 0;
     unsigned gen_ = 0;
+};
+
+// The errors of a run's client threads: how many, and the first one's message.
+class ErrorLog {
+  public:
+    // Counts e and keeps its message if it is the first.
+    void record(const std::exception &e) {
+        n_++;
+        std::lock_guard<std::mutex> g(m_);
+        if (first_.empty())
+            first_ = e.what();
+    }
+    // Counts an error whose message is not kept.
+    void tally() { n_++; }
+    int count() const { return n_.load(); }
+    // Prints "[label] first error: ..." ("first error: ..." without a label) if one was kept.
+    void print(const char *label = nullptr) const {
+        std::lock_guard<std::mutex> g(m_);
+        if (first_.empty())
+            return;
+        if (label)
+            std::printf("[%s] first error: %s\n", label, first_.c_str());
+        else
+            std::printf("first error: %s\n", first_.c_str());
+    }
+
+  private:
+    std::atomic<int> n_{0};
+    mutable std::mutex m_;
+    std::string first_;
 };
 
 // SQLSTATE of an exception, "" if it carries none.

@@ -18,12 +18,8 @@ int main(int argc, char **argv) {
     auto t0 = std::chrono::steady_clock::now();
     std::printf("concurrency_test: %d connections x %d rounds per mode%s\n", conns, rounds,
                 opt.broken ? " (--break: naive handler)" : "");
-    try {
-        create_test_db(db);
-    } catch (const std::exception &e) {
-        std::fprintf(stderr, "setup failed: %s\n", e.what());
+    if (!setup_test_db(db))
         return 2;
-    }
 
     std::vector<Invariant> inv;
     int rc = 0;
@@ -35,9 +31,7 @@ int main(int argc, char **argv) {
         // answers[round][conn]
         std::vector<std::vector<std::string>> answers(rounds, std::vector<std::string>(conns));
         Barrier barrier(conns);
-        std::atomic<int> errors{0};
-        std::mutex err_m;
-        std::string first_error;
+        ErrorLog errors;
         auto tm = std::chrono::steady_clock::now();
         std::vector<std::thread> threads;
         for (int t = 0; t < conns; t++) {
@@ -46,7 +40,7 @@ int main(int argc, char **argv) {
                 try {
                     cl.get();
                 } catch (const std::exception &e) {
-                    errors++;
+                    errors.tally();
                 }
                 for (int r = 0; r < rounds; r++) {
                     barrier.wait(); // all connections send round r's key at once
@@ -55,10 +49,7 @@ int main(int argc, char **argv) {
                             charge_until_answered(cl, mode, scope, "key-" + std::to_string(r),
                                                   100 + r, "30 seconds", st, 60);
                     } catch (const std::exception &e) {
-                        errors++;
-                        std::lock_guard<std::mutex> g(err_m);
-                        if (first_error.empty())
-                            first_error = e.what();
+                        errors.record(e);
                     }
                 }
             });
@@ -68,8 +59,7 @@ int main(int argc, char **argv) {
         double secs = seconds_since(tm);
         std::printf("[%s] %.1f s, %.0f requests/s; %s\n", mode_name(mode), secs,
                     conns * rounds / secs, st.summary().c_str());
-        if (!first_error.empty())
-            std::printf("[%s] first error: %s\n", mode_name(mode), first_error.c_str());
+        errors.print(mode_name(mode));
 
         pqxx::connection c(conninfo(db));
         std::string label = std::string("S1 ") + mode_name(mode);
@@ -93,7 +83,7 @@ int main(int argc, char **argv) {
                        same, same == (long)rounds * conns, ""});
         inv.push_back({label + ": claims won (client-side count)", rounds, rounds,
                        st.claimed + st.reclaimed, st.claimed + st.reclaimed == rounds,
-                       "errors: " + std::to_string(errors.load())});
+                       "errors: " + std::to_string(errors.count())});
     }
     drop_test_db(db);
     rc = print_invariants("concurrency_test", inv, seconds_since(t0));

@@ -87,20 +87,14 @@ int main(int argc, char **argv) {
                 "for %.0f s, %d immediate shutdown(s) of %s%s\n",
                 pairs * 2, pairs, duration_s, crashes, cluster_dir().c_str(),
                 opt.broken ? " (--break: blind handler)" : "");
-    try {
-        create_test_db(db);
-    } catch (const std::exception &e) {
-        std::fprintf(stderr, "setup failed: %s\n", e.what());
+    if (!setup_test_db(db))
         return 2;
-    }
 
     Stats st;
     std::atomic<bool> stop{false};
     std::mutex ans_m;
     std::vector<std::pair<std::string, std::string>> answers; // (key, payment id) per client answer
-    std::atomic<int> errors{0};
-    std::mutex err_m;
-    std::string first_error;
+    ErrorLog errors;
     std::vector<std::thread> threads;
     for (int w = 0; w < pairs * 2; w++) {
         threads.emplace_back([&, w] {
@@ -123,10 +117,7 @@ int main(int argc, char **argv) {
                     std::lock_guard<std::mutex> g(ans_m);
                     answers.emplace_back(key, pid);
                 } catch (const std::exception &e) {
-                    errors++;
-                    std::lock_guard<std::mutex> g(err_m);
-                    if (first_error.empty())
-                        first_error = e.what();
+                    errors.record(e);
                 }
             }
         });
@@ -179,8 +170,7 @@ int main(int argc, char **argv) {
     for (auto &th : threads)
         th.join();
     std::printf("%zu answers; %s\n", answers.size(), st.summary().c_str());
-    if (!first_error.empty())
-        std::printf("first error: %s\n", first_error.c_str());
+    errors.print();
 
     std::vector<Invariant> inv;
     int rc;
@@ -219,7 +209,7 @@ int main(int argc, char **argv) {
         for (auto &a : answers)
             kept += paid[a.first] == a.second;
         inv.push_back({"S4 crash: answers = the key's payment", keys, (long)answers.size(), kept,
-                       kept == (long)answers.size(), "errors: " + std::to_string(errors.load())});
+                       kept == (long)answers.size(), "errors: " + std::to_string(errors.count())});
         long kept_before = 0;
         for (auto &a : acked_snapshot)
             kept_before += paid[a.first] == a.second;

@@ -34,12 +34,8 @@ int main(int argc, char **argv) {
                 "cuts %.0f%% of connections; %d keys x %d clients per mode%s\n",
                 proxy.port(), pc.upstream_port, pc.latency_max_ms, pc.cut_probability * 100, keys,
                 clients_per_key, opt.broken ? " (--break: blind handler)" : "");
-    try {
-        create_test_db(db);
-    } catch (const std::exception &e) {
-        std::fprintf(stderr, "setup failed: %s\n", e.what());
+    if (!setup_test_db(db))
         return 2;
-    }
 
     std::vector<Invariant> inv;
     std::vector<Mode> modes = opt.broken ? std::vector<Mode>{Mode::Blind}
@@ -51,9 +47,7 @@ int main(int argc, char **argv) {
         long stmt_cuts_before = proxy.cuts[Proxy::AfterStatement];
         std::vector<std::vector<std::string>> answers(keys,
                                                       std::vector<std::string>(clients_per_key));
-        std::atomic<int> errors{0};
-        std::mutex err_m;
-        std::string first_error;
+        ErrorLog errors;
         auto tm = std::chrono::steady_clock::now();
         for (int b0 = 0; b0 < keys; b0 += batch) {
             std::vector<std::thread> threads;
@@ -67,10 +61,7 @@ int main(int argc, char **argv) {
                                 charge_until_answered(cl, mode, scope, "key-" + std::to_string(k),
                                                       500 + k, "1 second", st, 90);
                         } catch (const std::exception &e) {
-                            errors++;
-                            std::lock_guard<std::mutex> g(err_m);
-                            if (first_error.empty())
-                                first_error = e.what();
+                            errors.record(e);
                         }
                     });
             for (auto &th : threads)
@@ -84,8 +75,7 @@ int main(int argc, char **argv) {
                     "COMMIT reached the proxy, %ld after a statement's CommandComplete); %s\n",
                     mode_name(mode), secs, proxy.accepted.load(), cuts, commit_cuts, stmt_cuts,
                     st.summary().c_str());
-        if (!first_error.empty())
-            std::printf("[%s] first error: %s\n", mode_name(mode), first_error.c_str());
+        errors.print(mode_name(mode));
 
         pqxx::connection c(conninfo(db)); // verification bypasses the proxy
         std::string label = std::string("S2 ") + mode_name(mode);
@@ -108,7 +98,7 @@ int main(int argc, char **argv) {
             same += all;
         }
         inv.push_back({label + ": all clients got the same payment id", keys, keys, same,
-                       same == keys, "errors: " + std::to_string(errors.load())});
+                       same == keys, "errors: " + std::to_string(errors.count())});
         // The run must actually have exercised the incident: commits cut after the server
         // committed (the client's commit was in doubt and it retried).
         inv.push_back({label + ": commits cut after server commit (>=1)", keys, 1, commit_cuts,

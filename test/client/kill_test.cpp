@@ -40,12 +40,8 @@ int main(int argc, char **argv) {
                 "killing backends between claim and complete%s\n",
                 pairs * 2, pairs, keys_single, keys_two_phase,
                 opt.broken ? " (--break: naive handler)" : "");
-    try {
-        create_test_db(db);
-    } catch (const std::exception &e) {
-        std::fprintf(stderr, "setup failed: %s\n", e.what());
+    if (!setup_test_db(db))
         return 2;
-    }
 
     std::vector<Invariant> inv;
     std::vector<Mode> modes = opt.broken ? std::vector<Mode>{Mode::Naive}
@@ -59,9 +55,7 @@ int main(int argc, char **argv) {
         std::vector<Worker> workers(nworkers);
         std::vector<std::string> answers(static_cast<size_t>(keys) * 2);
         std::atomic<int> running{nworkers};
-        std::atomic<int> errors{0};
-        std::mutex err_m;
-        std::string first_error;
+        ErrorLog errors;
         auto tm = std::chrono::steady_clock::now();
 
         std::vector<std::thread> threads;
@@ -84,10 +78,7 @@ int main(int argc, char **argv) {
                             charge_until_answered(cl, mode, scope, "key-" + std::to_string(k),
                                                   700 + k, "1 second", st, 90, hook);
                     } catch (const std::exception &e) {
-                        errors++;
-                        std::lock_guard<std::mutex> g(err_m);
-                        if (first_error.empty())
-                            first_error = e.what();
+                        errors.record(e);
                     }
                     workers[w].phase = Idle;
                 }
@@ -137,8 +128,7 @@ int main(int argc, char **argv) {
                     mode_name(mode), secs, kills[0][Claimed], kills[0][Work],
                     kills[0][BeforeCommit], kills[1][Claimed], kills[1][Work],
                     kills[1][BeforeCommit], st.summary().c_str());
-        if (!first_error.empty())
-            std::printf("[%s] first error: %s\n", mode_name(mode), first_error.c_str());
+        errors.print(mode_name(mode));
 
         Client vc(conninfo(db));
         pqxx::connection &c = *retry([&] { return &vc.get(); }, 60);
@@ -165,7 +155,7 @@ int main(int argc, char **argv) {
             same += !p.empty() && answers[k * 2] == p && answers[k * 2 + 1] == p;
         }
         inv.push_back({label + ": both clients got the payment id", keys, keys, same, same == keys,
-                       "errors: " + std::to_string(errors.load())});
+                       "errors: " + std::to_string(errors.count())});
         if (mode != Mode::Naive)
             inv.push_back(
                 {label + ": records left unfinished", keys, 0, processing, processing == 0, ""});
