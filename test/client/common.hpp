@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <mutex>
@@ -380,6 +381,38 @@ inline void effect_invariants(pqxx::connection &c, const std::string &label,
     long matched = m[0][0].as<long>();
     out.push_back(
         {label + ": completed record = its payment", keys, keys, matched, matched == keys, ""});
+}
+
+// Key -> the key's payment id in scope (the first one if a key was charged more than once).
+inline std::map<std::string, std::string> payment_ids(pqxx::connection &c,
+                                                      const std::string &scope) {
+    std::map<std::string, std::string> paid;
+    pqxx::nontransaction n(c);
+    for (auto row : idem::db::exec_params(
+             n, "SELECT key, min(payment_id) FROM payments WHERE scope = $1 GROUP BY key", scope))
+        paid[row[0].as<std::string>()] = row[1].as<std::string>();
+    return paid;
+}
+
+// answers[k]: the payment ids the clients of key "key-<k>" got back. How many of them are the
+// key's payment id (in paid), and for how many keys all of them are.
+struct Agreement {
+    long answers = 0, keys = 0;
+};
+inline Agreement agreement(const std::vector<std::vector<std::string>> &answers,
+                           const std::map<std::string, std::string> &paid) {
+    Agreement a;
+    for (size_t k = 0; k < answers.size(); k++) {
+        auto p = paid.find("key-" + std::to_string(k));
+        bool all = true;
+        for (const std::string &id : answers[k]) {
+            bool same = p != paid.end() && !id.empty() && id == p->second;
+            a.answers += same;
+            all = all && same;
+        }
+        a.keys += all;
+    }
+    return a;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,8 +6,6 @@
 //   --break naive check-then-insert handler without idempotency: must FAIL
 #include "common.hpp"
 
-#include <map>
-
 using namespace idemtest;
 
 int main(int argc, char **argv) {
@@ -65,20 +63,7 @@ int main(int argc, char **argv) {
         std::string label = std::string("S1 ") + mode_name(mode);
         effect_invariants(c, label, scope, rounds, inv);
         // Every connection got the key's one payment id back.
-        std::map<std::string, std::string> paid;
-        {
-            pqxx::nontransaction n(c);
-            for (auto row : idem::db::exec_params(n,
-                                                  "SELECT key, min(payment_id) FROM payments "
-                                                  "WHERE scope = $1 GROUP BY key",
-                                                  scope))
-                paid[row[0].as<std::string>()] = row[1].as<std::string>();
-        }
-        long same = 0;
-        for (int r = 0; r < rounds; r++)
-            for (int t = 0; t < conns; t++)
-                if (!answers[r][t].empty() && answers[r][t] == paid["key-" + std::to_string(r)])
-                    same++;
+        long same = agreement(answers, payment_ids(c, scope)).answers;
         inv.push_back({label + ": answers = the key's payment id", rounds, (long)rounds * conns,
                        same, same == (long)rounds * conns, ""});
         inv.push_back({label + ": claims won (client-side count)", rounds, rounds,

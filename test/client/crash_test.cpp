@@ -188,15 +188,10 @@ int main(int argc, char **argv) {
         n.commit();
         effect_invariants(c, "S4 crash", scope, keys, inv);
         // Every answer (acknowledged to a client) is the key's one payment.
-        std::map<std::string, std::string> paid;
+        std::map<std::string, std::string> paid = payment_ids(c, scope);
         std::map<std::string, int> attempt_now;
         std::map<std::string, std::string> status_now;
         pqxx::nontransaction n2(c);
-        for (auto row : idem::db::exec_params(n2,
-                                              "SELECT key, min(payment_id) FROM payments "
-                                              "WHERE scope = $1 GROUP BY key",
-                                              scope))
-            paid[row[0].as<std::string>()] = row[1].as<std::string>();
         for (auto row :
              idem::db::exec_params(n2,
                                    "SELECT key, attempt, status FROM idempotency.records "

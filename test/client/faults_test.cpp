@@ -10,8 +10,6 @@
 #include "common.hpp"
 #include "proxy.hpp"
 
-#include <map>
-
 using namespace idemtest;
 
 int main(int argc, char **argv) {
@@ -80,23 +78,7 @@ int main(int argc, char **argv) {
         pqxx::connection c(conninfo(db)); // verification bypasses the proxy
         std::string label = std::string("S2 ") + mode_name(mode);
         effect_invariants(c, label, scope, keys, inv);
-        std::map<std::string, std::string> paid;
-        {
-            pqxx::nontransaction n(c);
-            for (auto row : idem::db::exec_params(n,
-                                                  "SELECT key, min(payment_id) FROM payments "
-                                                  "WHERE scope = $1 GROUP BY key",
-                                                  scope))
-                paid[row[0].as<std::string>()] = row[1].as<std::string>();
-        }
-        long same = 0;
-        for (int k = 0; k < keys; k++) {
-            bool all = true;
-            for (int cix = 0; cix < clients_per_key; cix++)
-                all = all && !answers[k][cix].empty() &&
-                      answers[k][cix] == paid["key-" + std::to_string(k)];
-            same += all;
-        }
+        long same = agreement(answers, payment_ids(c, scope)).keys;
         inv.push_back({label + ": all clients got the same payment id", keys, keys, same,
                        same == keys, "errors: " + std::to_string(errors.count())});
         // The run must actually have exercised the incident: commits cut after the server

@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
         const int keys = pairs * keys_per_pair;
         Stats st;
         std::vector<Worker> workers(nworkers);
-        std::vector<std::string> answers(static_cast<size_t>(keys) * 2);
+        std::vector<std::vector<std::string>> answers(keys, std::vector<std::string>(2));
         std::atomic<int> running{nworkers};
         ErrorLog errors;
         auto tm = std::chrono::steady_clock::now();
@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
                 for (int i = 0; i < keys_per_pair; i++) {
                     int k = pair * keys_per_pair + i;
                     try {
-                        answers[k * 2 + w % 2] =
+                        answers[k][w % 2] =
                             charge_until_answered(cl, mode, scope, "key-" + std::to_string(k),
                                                   700 + k, "1 second", st, 90, hook);
                     } catch (const std::exception &e) {
@@ -134,26 +134,17 @@ int main(int argc, char **argv) {
         pqxx::connection &c = *retry([&] { return &vc.get(); }, 60);
         std::string label = std::string("S3 ") + mode_name(mode);
         effect_invariants(c, label, scope, keys, inv);
-        std::map<std::string, std::string> paid;
+        std::map<std::string, std::string> paid = payment_ids(c, scope);
         long processing = 0;
         {
             pqxx::nontransaction n(c);
-            for (auto row : idem::db::exec_params(n,
-                                                  "SELECT key, min(payment_id) FROM payments "
-                                                  "WHERE scope = $1 GROUP BY key",
-                                                  scope))
-                paid[row[0].as<std::string>()] = row[1].as<std::string>();
             processing = idem::db::exec_params(n,
                                                "SELECT count(*) FROM idempotency.records "
                                                "WHERE scope = $1 AND status <> 'completed'",
                                                scope)[0][0]
                              .as<long>();
         }
-        long same = 0;
-        for (int k = 0; k < keys; k++) {
-            const std::string &p = paid["key-" + std::to_string(k)];
-            same += !p.empty() && answers[k * 2] == p && answers[k * 2 + 1] == p;
-        }
+        long same = agreement(answers, paid).keys;
         inv.push_back({label + ": both clients got the payment id", keys, keys, same, same == keys,
                        "errors: " + std::to_string(errors.count())});
         if (mode != Mode::Naive)
