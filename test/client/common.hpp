@@ -1,7 +1,8 @@
 // Shared helpers of the libpqxx client programs (test/client/*_test.cpp): options, connection
-// strings from the libpq environment, a per-program database, a thread barrier, retry with
-// backoff, SQLSTATE checks, and the final invariant table. idem::db below is the one place that
-// knows which libpqxx it is built against; the demos (demo/*.cpp) use it too.
+// strings from the libpq environment, a per-program database, a thread barrier, the threads'
+// error log, retry with backoff, SQLSTATE checks, the payment each key got, the final invariant
+// table, the handler under test, and pg_ctl on the test cluster. idem::db below is the one place
+// that knows which libpqxx it is built against; the demos (demo/*.cpp) use it too.
 #pragma once
 
 #include <pqxx/pqxx>
@@ -22,6 +23,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 // The libpqxx calls whose spelling differs between the versions the programs build against:
 // 6.4 (Debian 12), 7.10 (Debian 13) and 8.0 (Debian forky). 7.10 deprecates exec_params,
@@ -622,6 +625,65 @@ inline std::string charge_until_answered(Client &cl, Mode mode, const std::strin
         if (seconds_since(start) > deadline_s)
             throw std::runtime_error("key " + key + " not answered within deadline");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The test cluster, for the programs that crash and restart it (crash_test, recovery_test).
+
+// The cluster's directory: $IDEM_PGDIR, else $PGHOST (test/pgcluster keeps the socket there).
+inline std::string cluster_dir() {
+    std::string d = env_or("IDEM_PGDIR", "");
+    return d.empty() ? env_or("PGHOST", "") : d;
+}
+
+// s as one word for the shell (single-quoted).
+inline std::string shell_quote(const std::string &s) {
+    std::string o = "'";
+    for (char c : s)
+        o += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return o + "'";
+}
+
+// The PostgreSQL program directory: pg_config --bindir (looked up once), else the 15 one.
+inline const std::string &pg_bindir() {
+    static const std::string dir = [] {
+        std::string out;
+        if (FILE *p = ::popen("pg_config --bindir", "r")) {
+            char b[512];
+            while (std::fgets(b, sizeof b, p))
+                out += b;
+            ::pclose(p);
+        }
+        while (!out.empty() && (out.back() == '\n' || out.back() == ' '))
+            out.pop_back();
+        return out.empty() ? std::string("/usr/lib/postgresql/15/bin") : out;
+    }();
+    return dir;
+}
+
+// Runs pg_ctl args on the cluster (data in <cluster_dir>/data), as postgres when we are root;
+// returns its exit status.
+inline int pg_ctl(const std::string &args) {
+    std::string cmd = (::geteuid() == 0 ? "runuser -u postgres -- " : "") + pg_bindir() +
+                      "/pg_ctl -D " + shell_quote(cluster_dir() + "/data") + " " + args +
+                      " >/dev/null 2>&1";
+    return std::system(cmd.c_str());
+}
+
+// Stops the server with pg_ctl stop -m immediate (a crash: recovery at the next start).
+inline int crash_server() {
+    return pg_ctl("-m immediate -w stop");
+}
+
+// Starts the server (log in <cluster_dir>/server.log), waiting up to 120 s; pg_ctl's status.
+inline int start_server() {
+    return pg_ctl("-l " + shell_quote(cluster_dir() + "/server.log") + " -w -t 120 start");
+}
+
+// Starts the server if it is not running.
+inline void ensure_running() {
+    if (pg_ctl("status") != 0)
+        start_server();
 }
 
 } // namespace idemtest

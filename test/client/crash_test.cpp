@@ -21,55 +21,6 @@
 
 using namespace idemtest;
 
-namespace {
-
-std::string cluster_dir() {
-    std::string d = env_or("IDEM_PGDIR", "");
-    if (d.empty())
-        d = env_or("PGHOST", "");
-    return d;
-}
-
-std::string shell_quote(const std::string &s) {
-    std::string o = "'";
-    for (char c : s)
-        o += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return o + "'";
-}
-
-// Runs pg_ctl with args on the cluster, as postgres when we are root.
-int pg_ctl(const std::string &args) {
-    static std::string bindir = [] {
-        std::string out;
-        if (FILE *p = ::popen("pg_config --bindir", "r")) {
-            char b[512];
-            while (std::fgets(b, sizeof b, p))
-                out += b;
-            ::pclose(p);
-        }
-        while (!out.empty() && (out.back() == '\n' || out.back() == ' '))
-            out.pop_back();
-        return out.empty() ? std::string("/usr/lib/postgresql/15/bin") : out;
-    }();
-    std::string dir = cluster_dir();
-    std::string cmd = (::geteuid() == 0 ? "runuser -u postgres -- " : "") + bindir + "/pg_ctl -D " +
-                      shell_quote(dir + "/data") + " " + args + " >/dev/null 2>&1";
-    return std::system(cmd.c_str());
-}
-
-void crash_server() {
-    pg_ctl("-m immediate -w stop");
-}
-int start_server() {
-    return pg_ctl("-l " + shell_quote(cluster_dir() + "/server.log") + " -w -t 120 start");
-}
-void ensure_running() {
-    if (pg_ctl("status") != 0)
-        start_server();
-}
-
-} // namespace
-
 int main(int argc, char **argv) {
     Options opt = parse_options(argc, argv);
     const int pairs = 8;

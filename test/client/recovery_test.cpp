@@ -32,44 +32,6 @@ void check(bool ok, const std::string &what) {
         failures++;
 }
 
-std::string shell_quote(const std::string &s) {
-    std::string o = "'";
-    for (char c : s)
-        o += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return o + "'";
-}
-
-std::string cluster_dir() {
-    std::string d = env_or("IDEM_PGDIR", "");
-    return d.empty() ? env_or("PGHOST", "") : d;
-}
-
-std::string bindir() {
-    std::string out;
-    if (FILE *p = ::popen("pg_config --bindir", "r")) {
-        char b[512];
-        while (std::fgets(b, sizeof b, p))
-            out += b;
-        ::pclose(p);
-    }
-    while (!out.empty() && (out.back() == '\n' || out.back() == ' '))
-        out.pop_back();
-    return out.empty() ? std::string("/usr/lib/postgresql/15/bin") : out;
-}
-
-// pg_ctl args on the test cluster, as postgres when we are root; returns the exit status.
-int pg_ctl(const std::string &args) {
-    std::string cmd = (::geteuid() == 0 ? "runuser -u postgres -- " : "") + bindir() +
-                      "/pg_ctl -D " + shell_quote(cluster_dir() + "/data") + " " + args +
-                      " >/dev/null 2>&1";
-    return std::system(cmd.c_str());
-}
-
-void ensure_running() {
-    if (pg_ctl("status") != 0)
-        pg_ctl("-l " + shell_quote(cluster_dir() + "/server.log") + " -w -t 120 start");
-}
-
 // A new connection to the test database, retried while the server restarts or recovers.
 std::unique_ptr<pqxx::connection> reconnect(double deadline_s = 120) {
     auto t0 = std::chrono::steady_clock::now();
@@ -164,9 +126,8 @@ void scenario_restart() {
     std::printf("recovery_test: server stopped with pg_ctl stop -m immediate and started\n");
     pqxx::connection w(conninfo(DB));
     start_worker(w, "restart");
-    check(pg_ctl("-m immediate -w stop") == 0, "pg_ctl stop -m immediate");
-    check(pg_ctl("-l " + shell_quote(cluster_dir() + "/server.log") + " -w -t 120 start") == 0,
-          "pg_ctl start (crash recovery)");
+    check(crash_server() == 0, "pg_ctl stop -m immediate");
+    check(start_server() == 0, "pg_ctl start (crash recovery)");
     verify_recovery("restart");
 }
 
