@@ -5,14 +5,12 @@
 //
 // Usage: inbox_demo [--ci]   (connection from PGHOST / PGPORT / PGUSER; creates and uses a fresh
 // database inbox_demo). Prints a PASS/FAIL table and exits non-zero on any FAIL.
-#include "common.hpp" // idem::db: the libpqxx calls that differ between versions
+#include "common.hpp" // idem::db: the libpqxx calls that differ between versions; Barrier, conninfo
 
 #include <pqxx/pqxx>
 
-#include <condition_variable>
 #include <cstdio>
 #include <ctime>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +19,7 @@ namespace {
 
 const char *const kSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"; // the provider's secret
 const char *const kDb = "inbox_demo";
+using idemtest::conninfo; // "dbname=<db>" over the libpq environment
 
 struct Check {
     std::string what;
@@ -31,10 +30,6 @@ std::vector<Check> checks;
 
 void check(const std::string &what, bool ok, const std::string &detail = {}) {
     checks.push_back({what, ok, detail});
-}
-
-std::string conninfo(const char *dbname) {
-    return std::string("dbname=") + dbname;
 }
 
 // A delivery as the provider sends it: headers and the raw body.
@@ -96,23 +91,7 @@ std::string handle(pqxx::connection &shop, const Delivery &d, const std::string 
     }
 }
 
-// Lets threads start their deliveries at the same moment.
-class Barrier {
-  public:
-    explicit Barrier(int n) : left_(n) {}
-    void wait() {
-        std::unique_lock<std::mutex> lk(m_);
-        if (--left_ == 0)
-            cv_.notify_all();
-        else
-            cv_.wait(lk, [&] { return left_ == 0; });
-    }
-
-  private:
-    std::mutex m_;
-    std::condition_variable cv_;
-    int left_;
-};
+using idemtest::Barrier; // lets threads start their deliveries at the same moment
 
 long long count(pqxx::connection &c, const std::string &sql) {
     pqxx::work tx(c);

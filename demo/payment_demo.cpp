@@ -8,7 +8,7 @@
 //   payment_demo --ci       use a fresh database payment_demo (dropped after a pass)
 //   payment_demo --break    the naive handler (no idem_claim): must print FAIL rows and exit 1;
 //                           also IDEM_DEMO_BREAK=1
-#include "common.hpp" // idem::db: the libpqxx calls that differ between versions
+#include "common.hpp" // idem::db: the libpqxx calls that differ between versions; Barrier
 
 #include <pqxx/pqxx>
 
@@ -184,22 +184,7 @@ std::unique_ptr<pqxx::connection> connect() {
     return c;
 }
 
-class Barrier {
-  public:
-    explicit Barrier(int n) : n_(n) {}
-    void wait() {
-        std::unique_lock<std::mutex> l(m_);
-        if (--n_ == 0)
-            cv_.notify_all();
-        else
-            cv_.wait(l, [&] { return n_ == 0; });
-    }
-
-  private:
-    int n_;
-    std::mutex m_;
-    std::condition_variable cv_;
-};
+using idemtest::Barrier; // lets the n threads of concurrent() start together
 
 // n clients, each on its own connection, send the same request at the same moment.
 // after(i, answer) runs in client i's thread right after its answer arrived.
