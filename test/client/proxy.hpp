@@ -235,6 +235,20 @@ class Proxy {
         Parser parser;
         char buf[16384];
         bool cut = false;
+        // Forwards the n bytes read into buf to fd; when this direction's cut point cut_at (a byte
+        // count; sent: the bytes forwarded so far) falls within them, only the bytes before it,
+        // and then cuts (kind k). False: stop relaying.
+        auto forward = [&](int fd, ssize_t n, long &sent, long cut_at, Kind k) {
+            if (cut_at >= 0 && sent + n >= cut_at) {
+                write_all(fd, buf, static_cast<size_t>(cut_at - sent));
+                cuts[k]++;
+                cut = true;
+                return false;
+            }
+            sent += n;
+            latency();
+            return write_all(fd, buf, static_cast<size_t>(n));
+        };
         while (running_ && !cut) {
             pollfd p[2] = {{cfd, POLLIN, 0}, {ufd, POLLIN, 0}};
             int r = ::poll(p, 2, 100);
@@ -246,16 +260,7 @@ class Proxy {
                 ssize_t n = ::recv(cfd, buf, sizeof buf, 0);
                 if (n <= 0)
                     break;
-                if (c2s_cut_at >= 0 && c2s + n >= c2s_cut_at) {
-                    // forward the bytes before the cut point, then cut
-                    write_all(ufd, buf, static_cast<size_t>(c2s_cut_at - c2s));
-                    cuts[ClientByte]++;
-                    cut = true;
-                    break;
-                }
-                c2s += n;
-                latency();
-                if (!write_all(ufd, buf, static_cast<size_t>(n)))
+                if (!forward(ufd, n, c2s, c2s_cut_at, ClientByte))
                     break;
             }
             if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) { // server -> client
@@ -274,15 +279,7 @@ class Proxy {
                     cut = true;
                     break;
                 }
-                if (s2c_cut_at >= 0 && s2c + n >= s2c_cut_at) {
-                    write_all(cfd, buf, static_cast<size_t>(s2c_cut_at - s2c));
-                    cuts[ServerByte]++;
-                    cut = true;
-                    break;
-                }
-                s2c += n;
-                latency();
-                if (!write_all(cfd, buf, static_cast<size_t>(n)))
+                if (!forward(cfd, n, s2c, s2c_cut_at, ServerByte))
                     break;
             }
         }
