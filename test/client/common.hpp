@@ -440,6 +440,12 @@ inline const char *mode_name(Mode m) {
     return "?";
 }
 
+// The modes a program runs: both usage modes, or with --break only the handler without
+// idempotency that it breaks with (Naive or Blind).
+inline std::vector<Mode> modes_to_run(const Options &opt, Mode broken) {
+    return opt.broken ? std::vector<Mode>{broken} : std::vector<Mode>{Mode::Single, Mode::TwoPhase};
+}
+
 // Outcome counters of a run.
 struct Stats {
     std::atomic<long> claimed{0}, reclaimed{0}, replayed{0}, in_progress{0}, mismatch{0}, fenced{0},

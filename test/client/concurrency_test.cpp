@@ -21,8 +21,7 @@ int main(int argc, char **argv) {
 
     std::vector<Invariant> inv;
     int rc = 0;
-    std::vector<Mode> modes = opt.broken ? std::vector<Mode>{Mode::Naive}
-                                         : std::vector<Mode>{Mode::Single, Mode::TwoPhase};
+    std::vector<Mode> modes = modes_to_run(opt, Mode::Naive);
     for (Mode mode : modes) {
         std::string scope = std::string("concurrency-") + mode_name(mode);
         Stats st;

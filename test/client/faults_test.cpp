@@ -36,8 +36,7 @@ int main(int argc, char **argv) {
         return 2;
 
     std::vector<Invariant> inv;
-    std::vector<Mode> modes = opt.broken ? std::vector<Mode>{Mode::Blind}
-                                         : std::vector<Mode>{Mode::Single, Mode::TwoPhase};
+    std::vector<Mode> modes = modes_to_run(opt, Mode::Blind);
     for (Mode mode : modes) {
         std::string scope = std::string("faults-") + mode_name(mode);
         Stats st;

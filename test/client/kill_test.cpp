@@ -44,8 +44,7 @@ int main(int argc, char **argv) {
         return 2;
 
     std::vector<Invariant> inv;
-    std::vector<Mode> modes = opt.broken ? std::vector<Mode>{Mode::Naive}
-                                         : std::vector<Mode>{Mode::Single, Mode::TwoPhase};
+    std::vector<Mode> modes = modes_to_run(opt, Mode::Naive);
     for (Mode mode : modes) {
         std::string scope = std::string("kill-") + mode_name(mode);
         const int nworkers = pairs * 2;
