@@ -33,11 +33,6 @@ struct Options {
     unsigned max_depth = 10000;
     // Polled every few thousand tokens; returning true makes the work throw idem::Interrupted.
     bool (*interrupted)() = nullptr;
-    // Unfiltered texts of at most this many bytes (and at most 4096, as that pass does not poll
-    // `interrupted`) are canonicalised in one pass: written as they are parsed, each object's
-    // members then put in order. Longer ones go through the two-pass tape. Both give the same
-    // bytes and the same errors (tests vary this to compare them); it only changes speed.
-    size_t one_pass_max = 511;
     // Members/elements at these paths are removed before canonicalisation.
     std::vector<Path> exclude;
     // When non-empty, only these paths (and their ancestors) are kept. An empty list means "no
@@ -153,7 +148,6 @@ class CanonicalWriter {
     // parse_into without filters: a tape of tokens, then one ordered write of out_ (hash:
     // feeding what is written to sha_ as it goes).
     void parse_tape(std::string_view text, bool hash);
-    bool parse_small(std::string_view text);
     void fresh_sha(); // sha_, ready for a new digest
     void parse(std::string_view text, bool hash);
     void before_value();
@@ -189,8 +183,7 @@ class CanonicalWriter {
     bool sha_fresh_ = false;                  // sha_ has been fed nothing since its last reset
     size_t hashed_ = 0;
     // False when no buffer can have grown past what shrink() keeps since it last ran (after a
-    // text of at most 4 KiB through the tape or the one pass): reset() then need not look, and
-    // the one pass need not reset.
+    // text of at most 4 KiB through the tape): reset() then need not look.
     bool may_have_grown_ = true;
 };
 
@@ -206,11 +199,10 @@ std::string canonicalize_text(std::string_view text, const Options &opts = {});
 Digest fingerprint_text(std::string_view text, const Options &opts = {});
 
 // parse_into, then w.digest(), with the hashing done while the canonical text is written: for
-// unfiltered texts of 512 bytes or more through the tape (not the one pass: see
-// Options::one_pass_max), each finished 128 bytes or so go to SHA-256 at once,
-// so that the CPU overlaps the (latency-bound) SHA-256 rounds with the writing. The digest is
-// started (its context reset) before the text is parsed. Same result and errors as parse_into
-// then digest().
+// unfiltered texts of 512 bytes or more (through the tape), each finished 128 bytes or so go to
+// SHA-256 at once, so that the CPU overlaps the (latency-bound) SHA-256 rounds with the
+// writing. The digest is started (its context reset) before the text is parsed. Same result
+// and errors as parse_into then digest().
 Digest fingerprint_into(std::string_view text, CanonicalWriter &w);
 
 // ECMAScript Number.prototype.toString of a finite double (RFC 8785 §3.2.2.3); -0 gives "0".
