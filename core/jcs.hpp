@@ -1,6 +1,7 @@
 // RFC 8785 JSON Canonicalization Scheme (JCS): a streaming canonical writer, a strict I-JSON
 // (RFC 7493) parser for raw JSON text, ECMAScript number formatting, an exact-number mode and
-// include/exclude path filters. Server-independent (never includes postgres.h).
+// include/exclude path filters. Server-independent (never includes postgres.h). The code is in
+// core/jcs/ (internal.hpp says which file does what).
 //
 // Limits: nesting deeper than Options::max_depth (default 10000, more than PostgreSQL's jsonb
 // parser accepts with the default max_stack_depth) raises SQLSTATE 54001. Nothing recurses: the
@@ -92,7 +93,7 @@ class Buffer {
     size_t cap_ = 0;
 };
 
-// Reusable state of the two-pass text canonicaliser (jcs.cpp).
+// Reusable state of the two-pass text canonicaliser (jcs/internal.hpp).
 struct TapeState;
 
 } // namespace detail
@@ -150,6 +151,7 @@ class CanonicalWriter {
     void parse_tape(std::string_view text, bool hash);
     void fresh_sha(); // sha_, ready for a new digest
     void parse(std::string_view text, bool hash);
+    void order_members(const Frame &f);
     void before_value();
     void child_filter(const Frame &parent, std::string_view name, int64_t index);
     void child_done(bool kept, size_t start);
