@@ -3,6 +3,24 @@
 // include/exclude path filters. Server-independent (never includes postgres.h). The code is in
 // core/jcs/ (internal.hpp says which file does what).
 //
+// Which input takes which path (all give the same bytes and the same errors; the SQL callers
+// are in src/fingerprint.cpp):
+// | input                                          | path                                        |
+// |------------------------------------------------|---------------------------------------------|
+// | raw text, no include/exclude, up to 16 MiB     | the tape: pass 1 tokenises (jcs/tape.cpp,   |
+// | (idem_fingerprint(text), idem_canonical_json(  | tape_order.cpp), pass 2 writes in order     |
+// | text); parse_into, fingerprint_into, *_text)   | (tape_write.cpp), hashing as it goes        |
+// | raw text with include/exclude, or over 16 MiB  | the streaming tokenizer (jcs/parser.cpp)    |
+// |                                                | feeding the events below                    |
+// | events: begin_object, key, string, ... (jsonb  | CanonicalWriter: objects reordered as they  |
+// | with filters, or in a non-UTF8 database)       | close, filters applied (jcs/writer.cpp)     |
+// | jsonb, no filters, UTF8 database               | none of these: src/ walks the jsonb and     |
+// |                                                | calls write_quoted, write_decimal, ...      |
+// The two tokenizers share their errors, strings and numbers (jcs/reader.cpp). The tape stays
+// because in SQL it is much faster than the streaming tokenizer (bench/fingerprint.sh's
+// queries: idem_fingerprint(text) takes 1.2-2.6x as long through the streaming one); the
+// streaming one stays for filters and for texts whose tape would be too big.
+//
 // Limits: nesting deeper than Options::max_depth (default 10000, more than PostgreSQL's jsonb
 // parser accepts with the default max_stack_depth) raises SQLSTATE 54001. Nothing recurses: the
 // parser and the writer keep explicit stacks, so depth never threatens the C stack.
