@@ -32,28 +32,26 @@ NumberParts split_number(std::string_view t) {
     NumberParts n;
     size_t i = 0, len = t.size();
     auto digit = [&](size_t k) { return k < len && t[k] >= '0' && t[k] <= '9'; };
+    // The digits from i on (at least one; a leading '0' stands alone when lone_zero).
+    auto digits = [&](bool lone_zero) {
+        const size_t s = i;
+        if (!digit(i))
+            bad_number(t);
+        if (lone_zero && t[i] == '0')
+            i++;
+        else
+            while (digit(i))
+                i++;
+        return t.substr(s, i - s);
+    };
     if (i < len && t[i] == '-') {
         n.negative = true;
         i++;
     }
-    size_t s = i;
-    if (!digit(i))
-        bad_number(t);
-    if (t[i] == '0') {
-        i++;
-    } else {
-        while (digit(i))
-            i++;
-    }
-    n.int_digits = t.substr(s, i - s);
+    n.int_digits = digits(true);
     if (i < len && t[i] == '.') {
         i++;
-        s = i;
-        if (!digit(i))
-            bad_number(t);
-        while (digit(i))
-            i++;
-        n.frac_digits = t.substr(s, i - s);
+        n.frac_digits = digits(false);
     }
     if (i < len && (t[i] == 'e' || t[i] == 'E')) {
         n.has_exp = true;
@@ -62,12 +60,7 @@ NumberParts split_number(std::string_view t) {
             n.exp_negative = t[i] == '-';
             i++;
         }
-        s = i;
-        if (!digit(i))
-            bad_number(t);
-        while (digit(i))
-            i++;
-        n.exp_digits = t.substr(s, i - s);
+        n.exp_digits = digits(false);
     }
     if (i != len)
         bad_number(t);

@@ -15,41 +15,33 @@ class StreamParser : Reader {
     void run();
 
   private:
-    enum Next { kValue, kKey, kAfter, kDone };
     void ws() {
         while (p_ < e_ && detail::json_ws(*p_))
             p_++;
     }
-    Next value();
-    Next open(bool object);
-    Next key();
-    Next after();
+    bool value();
+    bool open(bool object);
+    void key();
+    bool next();
     void literal(const char *word, size_t len);
 
     CanonicalWriter &w_;
     std::string stack_; // 'o' / 'a' per open container
 };
 
+// Values, each followed by what closes containers and separates members and elements.
 void StreamParser::run() {
     stack_.clear();
-    Next next = kValue;
-    while (next != kDone) {
+    do {
         ws();
-        switch (next) {
-        case kValue:
-            next = value();
-            break;
-        case kKey:
-            next = key();
-            break;
-        default:
-            next = after();
-        }
-    }
+        while (value()) // (a container opened: its first member or element follows)
+            ws();
+    } while (next());
 }
 
-// A value at p_ (after whitespace).
-StreamParser::Next StreamParser::value() {
+// A value at p_ (after whitespace): a scalar, an empty container, or the start of a container
+// (then true; of an object, its first member's name has been read).
+bool StreamParser::value() {
     switch (p_ < e_ ? *p_ : 0) {
     case '{':
         return open(true);
@@ -57,45 +49,47 @@ StreamParser::Next StreamParser::value() {
         return open(false);
     case '"':
         w_.string(string());
-        return kAfter;
+        return false;
     case 't':
         literal("true", 4);
         w_.boolean(true);
-        return kAfter;
+        return false;
     case 'f':
         literal("false", 5);
         w_.boolean(false);
-        return kAfter;
+        return false;
     case 'n':
         literal("null", 4);
         w_.null();
-        return kAfter;
+        return false;
     default:
         if (p_ >= e_ || (*p_ != '-' && !detail::is_digit(*p_)))
             bad_value(p_);
         const unsigned char *s = p_;
         const std::string_view text = number_token(s);
         number_at(s, [&] { w_.number(text); });
-        return kAfter;
+        return false;
     }
 }
 
-// The '{' or '[' at p_.
-StreamParser::Next StreamParser::open(bool object) {
+// The '{' or '[' at p_: false when the container is empty (and closed).
+bool StreamParser::open(bool object) {
     p_++;
     object ? w_.begin_object() : w_.begin_array();
     ws();
     if (p_ < e_ && *p_ == (object ? '}' : ']')) {
         p_++;
         object ? w_.end_object() : w_.end_array();
-        return kAfter;
+        return false;
     }
     stack_.push_back(object ? 'o' : 'a');
-    return object ? kKey : kValue;
+    if (object)
+        key();
+    return true;
 }
 
 // A member name at p_ (after whitespace), and the ':' after it.
-StreamParser::Next StreamParser::key() {
+void StreamParser::key() {
     if (p_ >= e_ || *p_ != '"')
         bad_name(p_);
     w_.key(string());
@@ -103,25 +97,31 @@ StreamParser::Next StreamParser::key() {
     if (p_ >= e_ || *p_ != ':')
         bad_colon(p_);
     p_++;
-    return kValue;
 }
 
-// After a value (and whitespace): a ',', the innermost container's end, or the text's.
-StreamParser::Next StreamParser::after() {
-    if (stack_.empty()) {
-        expect_end(p_);
-        return kDone;
+// After a value: the ends of containers up to a ',' (true: a value follows, after the name
+// when in an object) or to the end of the text (false).
+bool StreamParser::next() {
+    for (;;) {
+        ws();
+        if (stack_.empty()) {
+            expect_end(p_);
+            return false;
+        }
+        const bool object = stack_.back() == 'o';
+        const unsigned char c = p_ < e_ ? *p_ : 0;
+        if (p_ >= e_ || (c != ',' && c != (object ? '}' : ']')))
+            bad_after(p_, object);
+        p_++;
+        if (c == ',') {
+            ws();
+            if (object)
+                key();
+            return true;
+        }
+        stack_.pop_back();
+        object ? w_.end_object() : w_.end_array();
     }
-    const bool object = stack_.back() == 'o';
-    const unsigned char c = p_ < e_ ? *p_ : 0;
-    if (p_ >= e_ || (c != ',' && c != (object ? '}' : ']')))
-        bad_after(p_, object);
-    p_++;
-    if (c == ',')
-        return object ? kKey : kValue;
-    stack_.pop_back();
-    object ? w_.end_object() : w_.end_array();
-    return kAfter;
 }
 
 void StreamParser::literal(const char *word, size_t len) {

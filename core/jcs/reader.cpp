@@ -91,32 +91,12 @@ unsigned Reader::low_surrogate(unsigned high) {
 
 // Decodes the escape sequence at p_ (its backslash) and appends its bytes to out.
 void Reader::escape(std::string &out) {
+    static const char kEscaped[] = "\"\\/bfnrt", kMeaning[] = "\"\\/\b\f\n\r\t";
     p_++;
     if (p_ >= e_)
         fail("unterminated JSON string");
-    const unsigned c = *p_++;
-    switch (c) {
-    case '"':
-    case '\\':
-    case '/':
-        out.push_back(static_cast<char>(c));
-        return;
-    case 'b':
-        out.push_back('\b');
-        return;
-    case 'f':
-        out.push_back('\f');
-        return;
-    case 'n':
-        out.push_back('\n');
-        return;
-    case 'r':
-        out.push_back('\r');
-        return;
-    case 't':
-        out.push_back('\t');
-        return;
-    case 'u': {
+    const unsigned char c = *p_++;
+    if (c == 'u') {
         unsigned cp = hex4();
         if (cp >= 0xD800 && cp <= 0xDBFF)
             cp = low_surrogate(cp);
@@ -126,9 +106,10 @@ void Reader::escape(std::string &out) {
         append_utf8(out, cp);
         return;
     }
-    default:
+    const void *m = std::memchr(kEscaped, c, sizeof kEscaped - 1);
+    if (m == nullptr)
         fail_at(p_ - 2, "invalid escape in JSON string");
-    }
+    out.push_back(kMeaning[static_cast<const char *>(m) - kEscaped]);
 }
 
 std::string_view Reader::string() {

@@ -190,6 +190,7 @@ class TapeLexer {
         return static_cast<uint32_t>(q - b_);
     }
     IDEM_INLINE uint32_t index(const Tok *k) const { return static_cast<uint32_t>(k - t_.toks.b_); }
+    IDEM_INLINE Next step(Next next);
     IDEM_INLINE Next value();
     IDEM_INLINE Next string();
     IDEM_INLINE Next open(bool object);
@@ -229,30 +230,26 @@ class TapeLexer {
 };
 
 void TapeLexer::run() {
-    Next next = kValue;
-    for (;;) {
-        switch (next) {
-        case kValue:
-            next = value();
-            break;
-        case kKey:
-            next = key();
-            break;
+    for (Next next = kValue; next != kDone;)
+        next = step(next);
+    t_.toks.e_ = tk_;
+}
+
+// The state `next` (kDone excluded).
+TapeLexer::Next TapeLexer::step(Next next) {
+    switch (next) {
+    case kValue:
+        return value();
+    case kKey:
+        return key();
 #ifdef __SSE2__
-        case kShape:
-            next = shape();
-            break;
+    case kShape:
+        return shape();
 #endif
-        case kScalar:
-            next = scalar();
-            break;
-        case kAfter:
-            next = after();
-            break;
-        default:
-            t_.toks.e_ = tk_;
-            return;
-        }
+    case kScalar:
+        return scalar();
+    default:
+        return after();
     }
 }
 

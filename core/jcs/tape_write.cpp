@@ -34,6 +34,7 @@ class TapeWriter {
     using T = TapeState;
     enum Next { kValue, kMembers, kElements, kUp, kDone };
     IDEM_INLINE void copy(const Tok &k) { o_ = copy_span(o_, base_[k.kind] + k.off, k.len); }
+    IDEM_INLINE Next step(Next next);
     IDEM_INLINE Next value();
     IDEM_INLINE void shaped(const Tok &k);
     IDEM_INLINE Next members();
@@ -53,24 +54,22 @@ class TapeWriter {
 };
 
 char *TapeWriter::run() {
-    Next next = kValue;
-    for (;;) {
-        switch (next) {
-        case kValue:
-            next = value();
-            break;
-        case kMembers:
-            next = members();
-            break;
-        case kElements:
-            next = elements();
-            break;
-        case kUp:
-            next = up();
-            break;
-        default:
-            return o_;
-        }
+    for (Next next = kValue; next != kDone;)
+        next = step(next);
+    return o_;
+}
+
+// The state `next` (kDone excluded).
+TapeWriter::Next TapeWriter::step(Next next) {
+    switch (next) {
+    case kValue:
+        return value();
+    case kMembers:
+        return members();
+    case kElements:
+        return elements();
+    default:
+        return up();
     }
 }
 

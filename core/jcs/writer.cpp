@@ -141,29 +141,25 @@ void CanonicalWriter::child_filter(const Frame &parent, std::string_view name, i
     pend_in_.clear();
     const size_t k = depth_ - 1; // path element compared at this level
     const size_t len = depth_;   // path length of the child
-    auto match = [&](const std::vector<Path> &paths, const std::vector<std::vector<int64_t>> &idx,
-                     uint32_t i) {
-        return parent.object ? paths[i][k] == name : idx[i][k] == index;
-    };
-    for (uint32_t i : parent.ex) {
-        if (!match(opts_.exclude, ex_idx_, i))
-            continue;
-        if (opts_.exclude[i].size() == len)
-            pend_drop_ = true;
-        else
-            pend_ex_.push_back(i);
-    }
-    if (parent.partial) {
-        bool full = false;
-        for (uint32_t i : parent.in) {
-            if (!match(opts_.include, in_idx_, i))
+    // Of the paths live (indices into paths) that matched down to the parent, appends those
+    // that go on below this child to next; returns whether one of them ends at the child.
+    auto descend = [&](const std::vector<Path> &paths, const std::vector<std::vector<int64_t>> &idx,
+                       const std::vector<uint32_t> &live, std::vector<uint32_t> &next) {
+        bool ends = false;
+        for (uint32_t i : live) {
+            if (!(parent.object ? paths[i][k] == name : idx[i][k] == index))
                 continue;
-            if (opts_.include[i].size() == len)
-                full = true;
+            if (paths[i].size() == len)
+                ends = true;
             else
-                pend_in_.push_back(i);
+                next.push_back(i);
         }
-        if (full)
+        return ends;
+    };
+    if (descend(opts_.exclude, ex_idx_, parent.ex, pend_ex_))
+        pend_drop_ = true;
+    if (parent.partial) {
+        if (descend(opts_.include, in_idx_, parent.in, pend_in_))
             pend_partial_ = false;
         else if (!pend_in_.empty())
             pend_partial_ = true;
