@@ -5,9 +5,9 @@ EXTENSION = idempotency
 EXTVERSION = 0.2
 MODULE_big = idempotency
 
-# The server-independent core (core/) is compiled into the module as objects;
-# src/ holds the thin PostgreSQL layer.
-CORE_SRCS = $(sort $(wildcard core/*.cpp))
+# The server-independent core (core/, the canonicaliser in core/jcs/) is compiled into the
+# module as objects; src/ holds the thin PostgreSQL layer.
+CORE_SRCS = $(sort $(wildcard core/*.cpp core/jcs/*.cpp))
 PG_SRCS = $(sort $(wildcard src/*.cpp))
 OBJS = $(PG_SRCS:.cpp=.o) $(CORE_SRCS:.cpp=.o)
 
@@ -46,4 +46,4 @@ $(EXTENSION)--0.1.sql: $(EXT_SQL_PARTS)
 $(EXTENSION)--0.1--0.2.sql: $(EXT_SQL_0_2)
 	cat $^ > $@
 
-$(OBJS): $(wildcard core/*.hpp core/*.h src/*.hpp src/*.h)
+$(OBJS): $(wildcard core/*.hpp core/*.h core/jcs/*.hpp src/*.hpp src/*.h)

@@ -1,6 +1,26 @@
 // RFC 8785 JSON Canonicalization Scheme (JCS): a streaming canonical writer, a strict I-JSON
 // (RFC 7493) parser for raw JSON text, ECMAScript number formatting, an exact-number mode and
-// include/exclude path filters. Server-independent (never includes postgres.h).
+// include/exclude path filters. Server-independent (never includes postgres.h). The code is in
+// core/jcs/ (internal.hpp says which file does what).
+//
+// Which input takes which path (all give the same bytes and the same errors; the SQL callers
+// are in src/fingerprint.cpp):
+// | input                                          | path                                        |
+// |------------------------------------------------|---------------------------------------------|
+// | raw text, no include/exclude, up to 16 MiB     | the tape: pass 1 tokenises (jcs/tape.cpp,   |
+// | (idem_fingerprint(text), idem_canonical_json(  | tape_order.cpp), pass 2 writes in order     |
+// | text); parse_into, fingerprint_into, *_text)   | (tape_write.cpp), hashing as it goes        |
+// | raw text with include/exclude, or over 16 MiB  | the streaming tokenizer (jcs/parser.cpp)    |
+// |                                                | feeding the events below                    |
+// | events: begin_object, key, string, ... (jsonb  | CanonicalWriter: objects reordered as they  |
+// | with filters, or in a non-UTF8 database)       | close, filters applied (jcs/writer.cpp)     |
+// | jsonb, no filters, UTF8 database               | none of these: src/ walks the jsonb and     |
+// |                                                | calls write_quoted, write_decimal, ...      |
+// The two tokenizers share their errors, strings and numbers (jcs/reader.cpp). The tape stays
+// because in SQL it is much faster than the streaming tokenizer (bench/fingerprint.sh's
+// queries, 110 B to 15 KiB rows: idem_fingerprint(j::text) takes 1.2-1.9x as long through the
+// streaming one, idem_fingerprint of a stored text 1.2-3.4x); the streaming one stays for
+// filters and for texts whose tape would be too big.
 //
 // Limits: nesting deeper than Options::max_depth (default 10000, more than PostgreSQL's jsonb
 // parser accepts with the default max_stack_depth) raises SQLSTATE 54001. Nothing recurses: the
@@ -33,11 +53,6 @@ struct Options {
     unsigned max_depth = 10000;
     // Polled every few thousand tokens; returning true makes the work throw idem::Interrupted.
     bool (*interrupted)() = nullptr;
-    // Unfiltered texts of at most this many bytes (and at most 4096, as that pass does not poll
-    // `interrupted`) are canonicalised in one pass: written as they are parsed, each object's
-    // members then put in order. Longer ones go through the two-pass tape. Both give the same
-    // bytes and the same errors (tests vary this to compare them); it only changes speed.
-    size_t one_pass_max = 511;
     // Members/elements at these paths are removed before canonicalisation.
     std::vector<Path> exclude;
     // When non-empty, only these paths (and their ancestors) are kept. An empty list means "no
@@ -97,7 +112,7 @@ class Buffer {
     size_t cap_ = 0;
 };
 
-// Reusable state of the two-pass text canonicaliser (jcs.cpp).
+// Reusable state of the two-pass text canonicaliser (jcs/internal.hpp).
 struct TapeState;
 
 } // namespace detail
@@ -153,9 +168,9 @@ class CanonicalWriter {
     // parse_into without filters: a tape of tokens, then one ordered write of out_ (hash:
     // feeding what is written to sha_ as it goes).
     void parse_tape(std::string_view text, bool hash);
-    bool parse_small(std::string_view text);
     void fresh_sha(); // sha_, ready for a new digest
     void parse(std::string_view text, bool hash);
+    void order_members(const Frame &f);
     void before_value();
     void child_filter(const Frame &parent, std::string_view name, int64_t index);
     void child_done(bool kept, size_t start);
@@ -189,8 +204,7 @@ class CanonicalWriter {
     bool sha_fresh_ = false;                  // sha_ has been fed nothing since its last reset
     size_t hashed_ = 0;
     // False when no buffer can have grown past what shrink() keeps since it last ran (after a
-    // text of at most 4 KiB through the tape or the one pass): reset() then need not look, and
-    // the one pass need not reset.
+    // text of at most 4 KiB through the tape): reset() then need not look.
     bool may_have_grown_ = true;
 };
 
@@ -206,11 +220,10 @@ std::string canonicalize_text(std::string_view text, const Options &opts = {});
 Digest fingerprint_text(std::string_view text, const Options &opts = {});
 
 // parse_into, then w.digest(), with the hashing done while the canonical text is written: for
-// unfiltered texts of 512 bytes or more through the tape (not the one pass: see
-// Options::one_pass_max), each finished 128 bytes or so go to SHA-256 at once,
-// so that the CPU overlaps the (latency-bound) SHA-256 rounds with the writing. The digest is
-// started (its context reset) before the text is parsed. Same result and errors as parse_into
-// then digest().
+// unfiltered texts of 512 bytes or more (through the tape), each finished 128 bytes or so go to
+// SHA-256 at once, so that the CPU overlaps the (latency-bound) SHA-256 rounds with the
+// writing. The digest is started (its context reset) before the text is parsed. Same result
+// and errors as parse_into then digest().
 Digest fingerprint_into(std::string_view text, CanonicalWriter &w);
 
 // ECMAScript Number.prototype.toString of a finite double (RFC 8785 §3.2.2.3); -0 gives "0".

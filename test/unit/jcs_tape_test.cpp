@@ -1,7 +1,6 @@
-// The text canonicalisers without filters (the one pass for small texts and the two-pass tape)
-// against each other and against the streaming writer (the path that filters take): number
-// fast paths at their edges, member name order and duplicates, and random documents and
-// mutations of them, byte for byte and error for error.
+// The text canonicaliser without filters (the two-pass tape) against the streaming tokenizer and
+// writer (the path that filters take): number fast paths at their edges, member name order and
+// duplicates, and random documents and mutations of them, byte for byte and error for error.
 #include "crypto.hpp"
 #include "error.hpp"
 #include "jcs.hpp"
@@ -43,17 +42,11 @@ Outcome run(const std::string &text, Options o) {
     return r;
 }
 
-// The unfiltered paths: the default (one pass up to 511 bytes, then the tape), which must
-// agree with the tape alone (one_pass_max = 0) and with the one pass up to its cap (4096).
+// The unfiltered path: the tape.
 Outcome fast(const std::string &text, bool exact = false) {
     Options o;
     o.exact_numbers = exact;
-    Outcome r = run(text, o);
-    o.one_pass_max = 0;
-    EXPECT_EQ(run(text, o), r) << "tape alone, exact=" << exact << ": " << text;
-    o.one_pass_max = 4096;
-    EXPECT_EQ(run(text, o), r) << "one pass, exact=" << exact << ": " << text;
-    return r;
+    return run(text, o);
 }
 
 // The streaming writer: an exclude filter that matches nothing (no valid member name is the
@@ -501,7 +494,7 @@ TEST(JcsTape, DigestsAfterAnyOrderOfCalls) {
 }
 
 TEST(JcsTape, EscapedStringValues) {
-    // String values with escapes or non-ASCII bytes are decoded and written in one pass;
+    // String values with escapes or non-ASCII bytes are written as they are decoded;
     // surrogate escapes and anything malformed go the general way. Each case, whole and cut
     // at every byte, against the streaming writer.
     std::vector<std::string> docs = {
@@ -530,10 +523,10 @@ TEST(JcsTape, EscapedStringValues) {
     EXPECT_EQ(canon(R"(["\u0041\u00e9\u001F\/\u2028"])"), "[\"A\xc3\xa9\\u001f/\xe2\x80\xa8\"]");
 }
 
-// The one pass for small texts: objects put in order at every depth (the root's written to
-// the other buffer, deeper ones copied back), what it leaves to the tape (escaped or non-ASCII
-// names, duplicates, more than 32 members, errors), numbers that grow, and its size limit.
-TEST(JcsTape, OnePassOrdersObjectsInPlace) {
+// Objects put in order at every depth, escaped or non-ASCII names, names equal in their first 8
+// bytes, duplicates, errors, more than 32 members, numbers that grow, and texts either side of
+// 512 bytes (hashing while writing) and 4 KiB (buffers looked at for freeing).
+TEST(JcsTape, ObjectsOrderedAtEveryDepth) {
     EXPECT_EQ(
         canon(R"({"b":{"d":[{"f":1,"e":2},{"h":true,"g":null}],"c":"x"},"a":[{"z":1,"y":2}]})"),
         R"({"a":[{"y":2,"z":1}],"b":{"c":"x","d":[{"e":2,"f":1},{"g":null,"h":true}]}})");
@@ -548,7 +541,7 @@ TEST(JcsTape, OnePassOrdersObjectsInPlace) {
             R"({"abcdefghj":"0123456789012345678901234567890123456789","abcdefghi":[1,2,3,4,5,6,7,8,9,10,11,12]})"),
         R"({"abcdefghi":[1,2,3,4,5,6,7,8,9,10,11,12],"abcdefghj":"0123456789012345678901234567890123456789"})");
     expect_same(R"({"abcdefgh":1,"abcdefg":2,"abcdefgh\u0000":3,"abcdefghi":4})");
-    // Left to the tape: escaped and non-ASCII names, duplicates, errors.
+    // Escaped and non-ASCII names, duplicates, errors.
     expect_same(R"({"b":1,"\u0061":2})");
     expect_same("{\"\xc3\xa9\":1,\"e\":2}");
     expect_same(R"({"b":{"c":1,"c":2},"a":1})");
@@ -556,7 +549,7 @@ TEST(JcsTape, OnePassOrdersObjectsInPlace) {
     expect_same(R"({"b":1,"a":2}x)");
     expect_same(R"({"b":1,"a":[1,2,}])");
     expect_same(R"({"b":"\ud800","a":2})");
-    // 40 members in reverse order (more than the one pass sorts).
+    // 40 members in reverse order (more than the insertion sort takes).
     std::string many = "{";
     for (int i = 39; i >= 0; i--)
         many += "\"m" + std::to_string(100 + i) + "\":" + std::to_string(i) + (i ? "," : "}");
@@ -572,7 +565,7 @@ TEST(JcsTape, OnePassOrdersObjectsInPlace) {
         grown += std::string(i ? "," : "") + "100000000000000000000";
     }
     EXPECT_EQ(canon(grow + "],\"a\":0}"), grown + "]}");
-    // Either side of the default limit (511 bytes) and of the cap (4096).
+    // Either side of 512 bytes and of 4 KiB.
     for (size_t size : {size_t(510), size_t(511), size_t(512), size_t(4096), size_t(4097)}) {
         std::string doc = "{\"b\":\"" + std::string(size - 14, 'x') + "\",\"a\":1}";
         ASSERT_EQ(doc.size(), size);
@@ -580,9 +573,9 @@ TEST(JcsTape, OnePassOrdersObjectsInPlace) {
     }
 }
 
-// One writer through many small documents (the one pass then skips most of reset()), with
-// failures and documents for the tape in between, gives what a new writer gives.
-TEST(JcsTape, OnePassWithAReusedWriter) {
+// One writer through many small documents, with failures and bigger documents in between,
+// gives what a new writer gives.
+TEST(JcsTape, AReusedWriterAgreesWithANewOne) {
     idem::jcs::CanonicalWriter w;
     size_t done = 0;
     for (uint32_t seed = 0; seed < 3000; seed++) {
@@ -611,15 +604,14 @@ TEST(JcsTape, OnePassWithAReusedWriter) {
 // After a text that fails, even one whose value is complete before the error (text after it),
 // no result is left from it or from the document before, on every path.
 TEST(JcsTape, AFailedTextLeavesNoResult) {
-    Options one_pass, tape, streaming;
-    tape.one_pass_max = 0;
+    Options tape, streaming;
     streaming.exclude = {{"\xff"}};
-    for (const Options &o : {one_pass, tape, streaming}) {
+    for (const Options &o : {tape, streaming}) {
         idem::jcs::CanonicalWriter w(o);
         idem::jcs::parse_into(R"({"b":1,"a":2})", w);
         EXPECT_EQ(w.result(), R"({"a":2,"b":1})");
         EXPECT_THROW(idem::jcs::parse_into(R"({"b":1,"a":2}x)", w), idem::Error);
-        EXPECT_THROW(w.result(), std::logic_error) << o.one_pass_max << " " << o.exclude.size();
+        EXPECT_THROW(w.result(), std::logic_error) << o.exclude.size();
     }
 }
 

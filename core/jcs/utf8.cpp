@@ -1,0 +1,130 @@
+// UTF-8 checks and JCS string escaping (RFC 8785 §3.2.2.2: as ECMAScript JSON.stringify).
+#include "internal.hpp"
+
+#include <algorithm>
+
+namespace idem::jcs {
+
+namespace detail {
+
+size_t find_bad_utf8(std::string_view s) noexcept {
+    const auto *p = reinterpret_cast<const unsigned char *>(s.data());
+    size_t n = s.size(), i = 0;
+    while (i < n) {
+        if (p[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t l = utf8_seq_len(p + i, n - i);
+        if (l == 0)
+            return i;
+        i += l;
+    }
+    return std::string_view::npos;
+}
+
+void bad_utf8(size_t at) {
+    throw Error(kBadUtf8, "invalid UTF-8 in JSON text",
+                "The byte sequence at byte " + std::to_string(at) + " is not well-formed UTF-8.");
+}
+
+void check_utf8(std::string_view s) {
+    size_t bad = find_bad_utf8(s);
+    if (bad != std::string_view::npos)
+        bad_utf8(bad);
+}
+
+char *write_escape(char *o, unsigned char c) noexcept {
+    static const char hex[] = "0123456789abcdef";
+    *o++ = '\\';
+    switch (c) {
+    case '"':
+        *o++ = '"';
+        break;
+    case '\\':
+        *o++ = '\\';
+        break;
+    case '\b':
+        *o++ = 'b';
+        break;
+    case '\f':
+        *o++ = 'f';
+        break;
+    case '\n':
+        *o++ = 'n';
+        break;
+    case '\r':
+        *o++ = 'r';
+        break;
+    case '\t':
+        *o++ = 't';
+        break;
+    default:
+        o[0] = 'u';
+        o[1] = '0';
+        o[2] = '0';
+        o[3] = hex[c >> 4];
+        o[4] = hex[c & 0xF];
+        o += 5;
+    }
+    return o;
+}
+
+size_t append_quoted(Buffer &out, std::string_view s) {
+    constexpr size_t kPiece = 65536; // so that a huge string never needs 6x its size at once
+    size_t before = out.size();
+    if (s.size() <= kPiece) {
+        out.set_end(write_quoted(out.room(quoted_bound(s.size())), s.data(), s.size()));
+        return out.size() - before;
+    }
+    out.push_back('"');
+    for (size_t off = 0; off < s.size(); off += kPiece) {
+        size_t m = std::min(kPiece, s.size() - off);
+        out.set_end(write_escaped(out.room(6 * m), s.data() + off, m));
+    }
+    out.push_back('"');
+    return out.size() - before;
+}
+
+std::string quoted_string(std::string_view s) {
+    Buffer b;
+    append_quoted(b, s);
+    return std::string(b.view());
+}
+
+void append_utf8(std::string &out, unsigned cp) {
+    if (cp < 0x80) {
+        out.push_back(static_cast<char>(cp));
+    } else if (cp < 0x800) {
+        out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else if (cp < 0x10000) {
+        out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else {
+        out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+}
+
+} // namespace detail
+
+char *write_escaped(char *out, const char *s, size_t n) noexcept {
+    for (;;) {
+        // (the leading bytes that a JCS string copies unchanged)
+        size_t run = detail::plain_prefix<false>(reinterpret_cast<const unsigned char *>(s), n);
+        std::memcpy(out, s, run);
+        out += run;
+        if (run == n)
+            break;
+        out = detail::write_escape(out, static_cast<unsigned char>(s[run]));
+        s += run + 1;
+        n -= run + 1;
+    }
+    return out;
+}
+
+} // namespace idem::jcs
