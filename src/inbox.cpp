@@ -7,11 +7,11 @@
 // The ordering guard keeps the last applied sequence number per (consumer, entity key) in
 // idempotency.inbox_entities and advances it with an upsert whose WHERE refuses older events.
 #include "pg_cpp.hpp"
-#include "guc.hpp"
+#include "settings.hpp"
 #include "lease.hpp"
-#include "args.hpp"
+#include "errors.hpp"
 #include "spi_util.hpp"
-#include "stats.hpp"
+#include "operations.hpp"
 
 extern "C" {
 #include "access/htup_details.h"

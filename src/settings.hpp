@@ -1,4 +1,4 @@
-// Settings (GUCs) of the extension; defined in _PG_init (src/idempotency.cpp).
+// Settings (GUCs) of the extension; defined in _PG_init (src/settings.cpp).
 #pragma once
 
 namespace idem::guc {

@@ -1,5 +1,5 @@
 // Webhook signatures: Standard Webhooks and Stripe-style headers, constant-time comparison.
-#include "webhook.hpp"
+#include "webhooks.hpp"
 
 #include "crypto.hpp"
 #include "error.hpp"

@@ -1,17 +1,17 @@
 // Idempotency-Key records: idem_claim, idem_complete, idem_fail, idem_heartbeat, idem_lookup.
 //
 // The usual claim (a key not seen before) is one INSERT ... ON CONFLICT DO NOTHING: one index
-// probe and one insert, done directly through the access methods (src/direct.cpp) or, with
+// probe and one insert, done directly through the access methods (src/records_direct.cpp) or, with
 // idempotency.direct_access off, by a saved SPI plan. Only when the key exists does the claim
 // read the record and decide (core/lease.hpp) between replay, in_progress, mismatch and a
 // compare-and-set takeover, which is a saved SPI UPDATE.
 #include "pg_cpp.hpp"
-#include "guc.hpp"
+#include "settings.hpp"
 #include "lease.hpp"
-#include "args.hpp"
-#include "direct.hpp"
+#include "errors.hpp"
+#include "records_direct.hpp"
 #include "spi_util.hpp"
-#include "stats.hpp"
+#include "operations.hpp"
 
 extern "C" {
 #include "access/htup_details.h"

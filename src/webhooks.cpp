@@ -3,14 +3,14 @@
 // record in the inbox through idem_inbox_receive).
 //
 // Payloads arrive as text or bytea; both are varlenas whose bytes are signed as they are (never
-// jsonb, which re-serialises). The core (core/webhook.hpp) does the parsing and the constant-time
+// jsonb, which re-serialises). The core (core/webhooks.hpp) does the parsing and the constant-time
 // comparison inside run_cpp; this file only gathers the bytes and the clock.
 #include "pg_cpp.hpp"
-#include "args.hpp"
-#include "guc.hpp"
+#include "errors.hpp"
+#include "settings.hpp"
 #include "crypto.hpp"
 #include "lease.hpp"
-#include "webhook.hpp"
+#include "webhooks.hpp"
 
 #include <functional>
 #include <string>

@@ -1,7 +1,7 @@
 // Module entry: PG_MODULE_MAGIC and the settings (GUCs).
 #include "pg_cpp.hpp"
-#include "guc.hpp"
-#include "stats.hpp"
+#include "settings.hpp"
+#include "operations.hpp"
 
 #include <climits>
 

@@ -2,7 +2,7 @@
 // headers, key rotation, malformed headers and the timestamp tolerance at its edges.
 #include "crypto.hpp"
 #include "error.hpp"
-#include "webhook.hpp"
+#include "webhooks.hpp"
 
 #include <gtest/gtest.h>
 
