@@ -270,7 +270,7 @@ const char *receive(const ReceiveArgs *a) {
         }
     }
     idem::pg::leave(&su);
-    idem::stats::count_inbox(outcome);
+    idem::operations::count_inbox(outcome);
     return outcome;
 }
 
@@ -295,7 +295,7 @@ IDEM_PG_FUNCTION(idem_inbox_receive) {
     a.entity_key = a.entity_key_null ? (Datum)0 : PG_GETARG_DATUM(6);
     a.entity_seq_null = PG_ARGISNULL(7);
     a.entity_seq = a.entity_seq_null ? 0 : PG_GETARG_INT64(7);
-    a.ttl_usec = positive_interval_arg(fcinfo, 8, idem::guc::inbox_ttl_s, "ttl", "7 days",
+    a.ttl_usec = positive_interval_arg(fcinfo, 8, idem::settings::inbox_ttl_s, "ttl", "7 days",
                                        "idempotency.inbox_ttl");
     PG_RETURN_TEXT_P(cstring_to_text(receive(&a)));
 }

@@ -175,7 +175,7 @@ bool explain_refusal(Datum *keyv, int32 attempt, const char *action, bool is_fin
                                       st.attempt, attempt),
                             errhint("Pass the attempt that your idem_claim returned.")));
         if (st.attempt != attempt) {
-            idem::stats::count(idem::stats::RefusedFenced);
+            idem::operations::count(idem::operations::RefusedFenced);
             ereport(ERROR,
                     (errcode(IK_FENCED), errmsg("attempt %d no longer owns this key", attempt),
                      errdetail("The current attempt is %d: the lease expired and another "
@@ -188,7 +188,7 @@ bool explain_refusal(Datum *keyv, int32 attempt, const char *action, bool is_fin
     }
     const char *stored = st.status == idem::Status::Completed ? "completed" : "failed";
     if (st.attempt != attempt) {
-        idem::stats::count(idem::stats::RefusedFinished);
+        idem::operations::count(idem::operations::RefusedFinished);
         ereport(ERROR, (errcode(IK_FINISHED),
                         errmsg("the operation was already %s by attempt %d", stored, st.attempt),
                         errdetail("Attempt %d no longer owns this key.", attempt),
@@ -205,14 +205,14 @@ bool explain_refusal(Datum *keyv, int32 attempt, const char *action, bool is_fin
         same = same && int4_equal(isnull, v, st_null, status);
         if (same)
             return true; // the same call again: nothing to do
-        idem::stats::count(idem::stats::RefusedFinished);
+        idem::operations::count(idem::operations::RefusedFinished);
         ereport(ERROR, (errcode(IK_FINISHED),
                         errmsg("the operation was already %s with a different result", stored),
                         errdetail("Attempt %d finished it before; a finished record is never "
                                   "changed.",
                                   attempt)));
     }
-    idem::stats::count(idem::stats::RefusedFinished);
+    idem::operations::count(idem::operations::RefusedFinished);
     ereport(ERROR, (errcode(IK_FINISHED), errmsg("the operation was already %s", stored),
                     errdetail("A finished operation has no lease to %s.", action)));
 }
@@ -278,7 +278,7 @@ IDEM_PG_FUNCTION(idem_heartbeat) {
     Datum scope, key;
     scope_key_args(fcinfo, &scope, &key);
     int32 attempt = attempt_arg(fcinfo, 2);
-    int64 lease_us = interval_arg(fcinfo, 3, idem::guc::default_lease_s);
+    int64 lease_us = interval_arg(fcinfo, 3, idem::settings::default_lease_s);
     TimestampTz now = GetCurrentTimestamp();
     idem::ClaimTimes times = idem::claim_times(now, lease_us, lease_us);
 

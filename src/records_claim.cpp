@@ -228,8 +228,8 @@ IDEM_PG_FUNCTION(idem_claim) {
     Datum fingerprint = fp_null ? (Datum)0 : PG_GETARG_DATUM(2);
     if (!fp_null)
         idem::validate_fingerprint(VARSIZE_ANY_EXHDR(PG_GETARG_BYTEA_PP(2)));
-    int64 lease_us = interval_arg(fcinfo, 3, idem::guc::default_lease_s);
-    int64 ttl_us = interval_arg(fcinfo, 4, idem::guc::default_ttl_s);
+    int64 lease_us = interval_arg(fcinfo, 3, idem::settings::default_lease_s);
+    int64 ttl_us = interval_arg(fcinfo, 4, idem::settings::default_ttl_s);
     bool wait = PG_ARGISNULL(5) ? true : PG_GETARG_BOOL(5);
     TimestampTz now = GetCurrentTimestamp();
     idem::ClaimTimes times = idem::claim_times(now, lease_us, ttl_us);
@@ -244,7 +244,7 @@ IDEM_PG_FUNCTION(idem_claim) {
     LazySpi spi{false, {}};
     bool snapshot_xact = IsolationUsesXactSnapshot();
     // wait => false keeps the SPI insert: it needs a subtransaction with a lock timeout.
-    bool direct = wait && idem::guc::direct_access;
+    bool direct = wait && idem::settings::direct_access;
     Datum keyv[2] = {scope, key};
     for (int round = 0; res.outcome == nullptr; round++) {
         if (round == 10)
@@ -401,7 +401,7 @@ IDEM_PG_FUNCTION(idem_claim) {
     }
     if (spi.entered)
         idem::pg::leave(&spi.user);
-    idem::stats::count_claim(res.outcome);
+    idem::operations::count_claim(res.outcome);
 
     set_out(&res, O_OUTCOME, CStringGetTextDatum(res.outcome));
     HeapTuple tuple = heap_form_tuple(desc, res.values, res.nulls);

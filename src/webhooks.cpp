@@ -89,8 +89,8 @@ idem::webhook::Clock clock_args(FunctionCallInfo fcinfo, int tolerance_arg, int 
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("now must be finite")));
     constexpr int64 unix_offset =
         static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
-    idem::webhook::Clock clock{now + unix_offset,
-                               static_cast<int64>(idem::guc::webhook_tolerance_s) * USECS_PER_SEC};
+    idem::webhook::Clock clock{
+        now + unix_offset, static_cast<int64>(idem::settings::webhook_tolerance_s) * USECS_PER_SEC};
     *ok = true;
     if (!PG_ARGISNULL(tolerance_arg)) {
         Interval *iv = PG_GETARG_INTERVAL_P(tolerance_arg);
