@@ -110,10 +110,7 @@ IDEM_PG_FUNCTION(idem_purge_batch) {
     TimestampTz stuck_before = DatumGetTimestampTz(DirectFunctionCall2(
         timestamptz_mi_interval, TimestampTzGetDatum(now), PointerGetDatum(older)));
 
-    TupleDesc desc;
-    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
-        elog(ERROR, "return type must be a row type");
-    desc = BlessTupleDesc(desc);
+    TupleDesc desc = idem::pg::result_desc(fcinfo);
     Datum out[2] = {Int32GetDatum(0), (Datum)0};
     bool out_null[2] = {false, true};
 

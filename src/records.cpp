@@ -19,10 +19,14 @@ extern "C" {
 
 namespace idem::pg::records {
 
-// A claim that finds the key reads the record without locking it (lookers must never block
-// the owner's complete or heartbeat).
+namespace {
 const char *const SQL_GET = "SELECT " RECORD_COLUMNS " FROM idempotency.records r" WHERE_KEY;
-SPIPlanPtr plan_get;
+SPIPlanPtr plan_get_slot;
+} // namespace
+
+SPIPlanPtr plan_get() {
+    return saved_plan(&plan_get_slot, SQL_GET, 2, KEY_TYPES);
+}
 
 void scope_key_args(FunctionCallInfo fcinfo, Datum *scope, Datum *key) {
     require_arg(fcinfo, 0, "scope");
@@ -30,29 +34,26 @@ void scope_key_args(FunctionCallInfo fcinfo, Datum *scope, Datum *key) {
                 "A request without an Idempotency-Key must be rejected (HTTP 400), not claimed.");
     text *s = PG_GETARG_TEXT_PP(0);
     text *k = PG_GETARG_TEXT_PP(1);
-    idem::validate_name("scope", VARSIZE_ANY_EXHDR(s), idem::max_scope_bytes);
-    idem::validate_name("key", VARSIZE_ANY_EXHDR(k), idem::max_key_bytes);
+    size_t slen = VARSIZE_ANY_EXHDR(s), klen = VARSIZE_ANY_EXHDR(k);
+    call_cpp([&] {
+        idem::validate_name("scope", slen, idem::max_scope_bytes);
+        idem::validate_name("key", klen, idem::max_key_bytes);
+    });
     *scope = PointerGetDatum(s);
     *key = PointerGetDatum(k);
 }
 
-// A positive attempt argument (the fencing token handed back by the caller).
 int32 attempt_arg(FunctionCallInfo fcinfo, int argno) {
     require_arg(fcinfo, argno, "attempt");
     int32 attempt = PG_GETARG_INT32(argno);
-    idem::validate_attempt(attempt);
+    call_cpp([&] { idem::validate_attempt(attempt); });
     return attempt;
 }
 
-// Microseconds of an interval argument, or of the setting (seconds) when it is NULL.
-int64 interval_arg(FunctionCallInfo fcinfo, int argno, int default_seconds) {
-    if (PG_ARGISNULL(argno))
-        return static_cast<int64>(default_seconds) * USECS_PER_SEC;
-    Interval *iv = PG_GETARG_INTERVAL_P(argno);
-    return idem::interval_usec(iv->month, iv->day, iv->time);
+idem::ClaimTimes claim_times(TimestampTz now, int64 lease_us, int64 ttl_us) {
+    return call_cpp([&] { return idem::claim_times(now, lease_us, ttl_us); });
 }
 
-// Row `row` of the SPI result (RECORD_COLUMNS), as the core sees it.
 idem::RecordState read_state(uint64 row) {
     bool isnull;
     idem::RecordState st{};
@@ -77,7 +78,6 @@ idem::RecordState read_state(uint64 row) {
     return st;
 }
 
-// Copies column attno of SPI result row `row` into memory context cxt.
 Datum copy_col(MemoryContext cxt, int attno, int16 typlen, bool byval, bool *isnull, uint64 row) {
     Datum d = col(row, attno, isnull);
     if (*isnull)
@@ -86,6 +86,15 @@ Datum copy_col(MemoryContext cxt, int attno, int16 typlen, bool byval, bool *isn
     d = datumCopy(d, byval, typlen);
     MemoryContextSwitchTo(old);
     return d;
+}
+
+bool bytea_equal(bool a_null, Datum a, bool b_null, Datum b) {
+    if (a_null || b_null)
+        return a_null == b_null;
+    bytea *x = DatumGetByteaPP(a);
+    bytea *y = DatumGetByteaPP(b);
+    return VARSIZE_ANY_EXHDR(x) == VARSIZE_ANY_EXHDR(y) &&
+           memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
 }
 
 } // namespace idem::pg::records
@@ -152,14 +161,33 @@ bool int4_equal(bool a_null, Datum a, bool b_null, Datum b) {
     pg_unreachable();
 }
 
-// Why a complete/fail/heartbeat of (scope, key, attempt) matched no processing row: raises
-// the documented error, returns true when the call repeats what is already stored (a no-op),
-// or false when the record changed between the update and this read (try again).
-bool explain_refusal(Datum *keyv, int32 attempt, const char *action, bool is_finish,
-                     const char *target_status, bool target_retryable, bool rid_null, Datum rid,
-                     bool resp_null, Datum resp, bool st_null, Datum status) {
-    saved_plan(&plan_get, SQL_GET, 2, KEY_TYPES);
-    if (exec(plan_get, keyv, nullptr, false, 1) == 0)
+// The result a complete/fail wants to store, compared with the stored one when it repeats.
+struct Outcome {
+    const char *status; // "completed" or "failed"
+    bool retryable;
+    bool rid_null;
+    Datum rid;
+    bool resp_null;
+    Datum resp;
+    bool st_null;
+    Datum st;
+};
+
+// True when the record read by explain_refusal (SPI row 0) holds exactly outcome o.
+bool same_outcome(const idem::RecordState &st, const char *stored, const Outcome &o) {
+    bool isnull;
+    bool same = strcmp(stored, o.status) == 0 && st.retryable == o.retryable;
+    Datum v = col(0, C_RESOURCE_ID, &isnull);
+    same = same && text_equal(isnull, v, o.rid_null, o.rid);
+    v = col(0, C_RESPONSE, &isnull);
+    same = same && jsonb_equal(isnull, v, o.resp_null, o.resp);
+    v = col(0, C_RESPONSE_STATUS, &isnull);
+    return same && int4_equal(isnull, v, o.st_null, o.st);
+}
+
+// The record of keyv (IK001 when there is none), read into SPI row 0.
+idem::RecordState read_or_not_found(Datum *keyv, const char *action) {
+    if (exec(plan_get(), keyv, nullptr, false, 1) == 0)
         ereport(ERROR, (errcode(IK_NOT_FOUND), errmsg("idempotency key not found"),
                         errdetail("No record exists for scope \"%s\" and key \"%s\": it was "
                                   "never claimed, or it expired and was purged.",
@@ -167,7 +195,15 @@ bool explain_refusal(Datum *keyv, int32 attempt, const char *action, bool is_fin
                         errhint("Only the caller whose idem_claim returned this attempt can "
                                 "%s it.",
                                 action)));
-    idem::RecordState st = read_state();
+    return read_state();
+}
+
+// Why a complete/fail/heartbeat of (scope, key, attempt) matched no processing row: raises
+// the documented error, returns true when the call repeats what is already stored (a no-op;
+// finish is the outcome of a complete/fail, NULL for a heartbeat), or false when the record
+// changed between the update and this read (try again).
+bool explain_refusal(Datum *keyv, int32 attempt, const char *action, const Outcome *finish) {
+    idem::RecordState st = read_or_not_found(keyv, action);
     if (st.status == idem::Status::Processing) {
         if (attempt > st.attempt)
             ereport(ERROR, (errcode(IK_FENCED), errmsg("attempt %d does not own this key", attempt),
@@ -194,39 +230,29 @@ bool explain_refusal(Datum *keyv, int32 attempt, const char *action, bool is_fin
                         errdetail("Attempt %d no longer owns this key.", attempt),
                         errhint("Do not report this attempt's result; replay the stored one.")));
     }
-    if (is_finish) {
-        bool isnull;
-        bool same = strcmp(stored, target_status) == 0 && st.retryable == target_retryable;
-        Datum v = col(0, C_RESOURCE_ID, &isnull);
-        same = same && text_equal(isnull, v, rid_null, rid);
-        v = col(0, C_RESPONSE, &isnull);
-        same = same && jsonb_equal(isnull, v, resp_null, resp);
-        v = col(0, C_RESPONSE_STATUS, &isnull);
-        same = same && int4_equal(isnull, v, st_null, status);
-        if (same)
-            return true; // the same call again: nothing to do
-        idem::operations::count(idem::operations::RefusedFinished);
+    if (finish != nullptr && same_outcome(st, stored, *finish))
+        return true; // the same call again: nothing to do
+    idem::operations::count(idem::operations::RefusedFinished);
+    if (finish != nullptr)
         ereport(ERROR, (errcode(IK_FINISHED),
                         errmsg("the operation was already %s with a different result", stored),
                         errdetail("Attempt %d finished it before; a finished record is never "
                                   "changed.",
                                   attempt)));
-    }
-    idem::operations::count(idem::operations::RefusedFinished);
     ereport(ERROR, (errcode(IK_FINISHED), errmsg("the operation was already %s", stored),
                     errdetail("A finished operation has no lease to %s.", action)));
+    pg_unreachable();
 }
 
 // Shared body of idem_complete and idem_fail.
-Datum finish(FunctionCallInfo fcinfo, const char *target_status, bool retryable, bool rid_null,
-             Datum rid, int resp_arg, int status_arg, const char *action) {
+Datum finish(FunctionCallInfo fcinfo, Outcome o, int resp_arg, int status_arg, const char *action) {
     Datum scope, key;
     scope_key_args(fcinfo, &scope, &key);
     int32 attempt = attempt_arg(fcinfo, 2);
-    bool resp_null = PG_ARGISNULL(resp_arg);
-    Datum resp = resp_null ? (Datum)0 : PG_GETARG_DATUM(resp_arg);
-    bool st_null = PG_ARGISNULL(status_arg);
-    Datum status = st_null ? (Datum)0 : PG_GETARG_DATUM(status_arg);
+    o.resp_null = PG_ARGISNULL(resp_arg);
+    o.resp = o.resp_null ? (Datum)0 : PG_GETARG_DATUM(resp_arg);
+    o.st_null = PG_ARGISNULL(status_arg);
+    o.st = o.st_null ? (Datum)0 : PG_GETARG_DATUM(status_arg);
     TimestampTz now = GetCurrentTimestamp();
 
     idem::pg::SavedUser su;
@@ -235,23 +261,28 @@ Datum finish(FunctionCallInfo fcinfo, const char *target_status, bool retryable,
     Datum v[9] = {scope,
                   key,
                   Int32GetDatum(attempt),
-                  CStringGetTextDatum(target_status),
-                  BoolGetDatum(retryable),
-                  rid,
-                  resp,
-                  status,
+                  CStringGetTextDatum(o.status),
+                  BoolGetDatum(o.retryable),
+                  o.rid,
+                  o.resp,
+                  o.st,
                   TimestampTzGetDatum(now)};
-    char n[9] = {
-        ' ', ' ', ' ', ' ', ' ', rid_null ? 'n' : ' ', resp_null ? 'n' : ' ', st_null ? 'n' : ' ',
-        ' '};
+    char n[9] = {' ',
+                 ' ',
+                 ' ',
+                 ' ',
+                 ' ',
+                 o.rid_null ? 'n' : ' ',
+                 o.resp_null ? 'n' : ' ',
+                 o.st_null ? 'n' : ' ',
+                 ' '};
     bool stored = false;
     for (int round = 0;; round++) {
         if (round == 10)
             give_up_changing(action);
         stored = exec(plan_finish, v, n, false, 0) == 1;
         Datum keyv[2] = {scope, key};
-        if (stored || explain_refusal(keyv, attempt, action, true, target_status, retryable,
-                                      rid_null, rid, resp_null, resp, st_null, status))
+        if (stored || explain_refusal(keyv, attempt, action, &o))
             break;
     }
     idem::pg::leave(&su);
@@ -262,15 +293,14 @@ Datum finish(FunctionCallInfo fcinfo, const char *target_status, bool retryable,
 
 // idem_complete(scope, key, attempt, resource_id, response, response_status): stores a result.
 IDEM_PG_FUNCTION(idem_complete) {
-    bool rid_null = PG_ARGISNULL(3);
-    Datum rid = rid_null ? (Datum)0 : PG_GETARG_DATUM(3);
-    return finish(fcinfo, "completed", false, rid_null, rid, 4, 5, "complete");
+    Outcome o{"completed", false, PG_ARGISNULL(3), PG_ARGISNULL(3) ? (Datum)0 : PG_GETARG_DATUM(3)};
+    return finish(fcinfo, o, 4, 5, "complete");
 }
 
 // idem_fail(scope, key, attempt, retryable, response, response_status): records a failure.
 IDEM_PG_FUNCTION(idem_fail) {
-    bool retryable = PG_ARGISNULL(3) ? true : PG_GETARG_BOOL(3);
-    return finish(fcinfo, "failed", retryable, true, (Datum)0, 4, 5, "fail");
+    Outcome o{"failed", PG_ARGISNULL(3) ? true : PG_GETARG_BOOL(3), true, (Datum)0};
+    return finish(fcinfo, o, 4, 5, "fail");
 }
 
 // idem_heartbeat(scope, key, attempt, lease): extends the owner's lease.
@@ -278,9 +308,9 @@ IDEM_PG_FUNCTION(idem_heartbeat) {
     Datum scope, key;
     scope_key_args(fcinfo, &scope, &key);
     int32 attempt = attempt_arg(fcinfo, 2);
-    int64 lease_us = interval_arg(fcinfo, 3, idem::settings::default_lease_s);
+    int64 lease_us = idem::pg::interval_arg_usec(fcinfo, 3, idem::settings::default_lease_s);
     TimestampTz now = GetCurrentTimestamp();
-    idem::ClaimTimes times = idem::claim_times(now, lease_us, lease_us);
+    idem::ClaimTimes times = claim_times(now, lease_us, lease_us);
 
     idem::pg::SavedUser su;
     idem::pg::enter(&su);
@@ -291,7 +321,7 @@ IDEM_PG_FUNCTION(idem_heartbeat) {
         if (round == 9)
             give_up_changing("extend the lease");
         Datum keyv[2] = {scope, key};
-        explain_refusal(keyv, attempt, "extend", false, nullptr, false, true, 0, true, 0, true, 0);
+        explain_refusal(keyv, attempt, "extend", nullptr);
     }
     idem::pg::leave(&su);
     PG_RETURN_TIMESTAMPTZ(times.lease_expires);
@@ -308,15 +338,16 @@ IDEM_PG_FUNCTION(idem_lookup) {
 
     idem::pg::SavedUser su;
     idem::pg::enter(&su);
-    saved_plan(&plan_get, SQL_GET, 2, KEY_TYPES);
     Datum keyv[2] = {scope, key};
     // Normally one row. Under REPEATABLE READ / SERIALIZABLE a transaction that claimed the key
     // after a purge it cannot see deleted the old, expired record sees both: the live one counts.
-    uint64 n = exec(plan_get, keyv, nullptr, true, 0);
+    uint64 n = exec(plan_get(), keyv, nullptr, true, 0);
     uint64 live = n;
-    for (uint64 r = 0; r < n && live == n; r++)
-        if (idem::record_live(read_state(r), now))
+    for (uint64 r = 0; r < n && live == n; r++) {
+        idem::RecordState st = read_state(r);
+        if (idem::pg::call_cpp([&] { return idem::record_live(st, now); }))
             live = r;
+    }
     if (live < n) {
         Datum values[C_NCOLS];
         bool nulls[C_NCOLS];

@@ -1,6 +1,6 @@
 // What the Idempotency-Key record functions share: the record columns as the SQL statements
-// read them and the arguments every function takes (src/records.cpp; the claim is
-// src/records_claim.cpp).
+// read them, the arguments every function takes, and the core's checks and arithmetic run
+// through the boundary (src/records.cpp; the claim is src/records_claim.cpp).
 #pragma once
 
 #include "pg_cpp.hpp"
@@ -42,9 +42,9 @@ enum RecordCol {
 // Parameter types of a statement on (scope, key).
 inline const Oid KEY_TYPES[] = {TEXTOID, TEXTOID};
 
-// The SELECT of a record by ($1 scope, $2 key) and its saved plan (src/records.cpp).
-extern const char *const SQL_GET;
-extern SPIPlanPtr plan_get;
+// The saved SELECT of a record by ($1 scope, $2 key), without a lock (lookers never block the
+// owner's complete or heartbeat). Call while connected to SPI.
+SPIPlanPtr plan_get();
 
 // Validated scope and key arguments (arguments 0 and 1 of every function here).
 void scope_key_args(FunctionCallInfo fcinfo, Datum *scope, Datum *key);
@@ -52,8 +52,8 @@ void scope_key_args(FunctionCallInfo fcinfo, Datum *scope, Datum *key);
 // A positive attempt argument (the fencing token handed back by the caller).
 int32 attempt_arg(FunctionCallInfo fcinfo, int argno);
 
-// Microseconds of an interval argument, or of the setting (seconds) when it is NULL.
-int64 interval_arg(FunctionCallInfo fcinfo, int argno, int default_seconds);
+// Lease and expiry of a claim (or heartbeat) at now; 22023 for a bad lease or ttl.
+idem::ClaimTimes claim_times(TimestampTz now, int64 lease_us, int64 ttl_us);
 
 // Row `row` of the SPI result (RECORD_COLUMNS), as the core sees it.
 idem::RecordState read_state(uint64 row = 0);
@@ -61,5 +61,8 @@ idem::RecordState read_state(uint64 row = 0);
 // Copies column attno of SPI result row `row` into memory context cxt.
 Datum copy_col(MemoryContext cxt, int attno, int16 typlen, bool byval, bool *isnull,
                uint64 row = 0);
+
+// NULL-aware equality of two bytea values.
+bool bytea_equal(bool a_null, Datum a, bool b_null, Datum b);
 
 } // namespace idem::pg::records
