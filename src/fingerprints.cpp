@@ -35,6 +35,7 @@ extern "C" {
 
 namespace {
 
+using idem::pg::call_cpp;
 using idem::pg::PendingError;
 using idem::pg::raise;
 using idem::pg::run_cpp;
@@ -193,25 +194,21 @@ bool get_exact(FunctionCallInfo fcinfo, int argno) {
 
 // The per-backend writer, reset for a new document; raises on failure.
 idem::jcs::CanonicalWriter *prepare_writer(bool exact, const PathList *ex, const PathList *in) {
-    PendingError pe;
-    idem::jcs::CanonicalWriter *w = nullptr;
     bool validate = GetDatabaseEncoding() != PG_UTF8;
-    if (!run_cpp(pe, [&] {
-            if (g_writer == nullptr)
-                g_writer = new idem::jcs::CanonicalWriter();
-            idem::jcs::Options o;
-            o.exact_numbers = exact;
-            o.interrupted = &interrupted;
-            if (ex != nullptr)
-                o.exclude = to_core_paths(*ex);
-            if (in != nullptr)
-                o.include = to_core_paths(*in);
-            g_writer->reset(std::move(o));
-            g_writer->set_validate_utf8(validate);
-            w = g_writer;
-        }))
-        raise(pe);
-    return w;
+    return call_cpp([&] {
+        if (g_writer == nullptr)
+            g_writer = new idem::jcs::CanonicalWriter();
+        idem::jcs::Options o;
+        o.exact_numbers = exact;
+        o.interrupted = &interrupted;
+        if (ex != nullptr)
+            o.exclude = to_core_paths(*ex);
+        if (in != nullptr)
+            o.include = to_core_paths(*in);
+        g_writer->reset(std::move(o));
+        g_writer->set_validate_utf8(validate);
+        return g_writer;
+    });
 }
 
 // Feeds the jsonb document to the writer with PostgreSQL's iterator.
@@ -293,7 +290,7 @@ bool fast_path_ok(const PathList *ex, const PathList *in) {
 
 // After a call: frees what the writer grew past its kept size for a huge document.
 void release_writer(idem::jcs::CanonicalWriter *w) {
-    if (w->shrink())
+    if (IDEM_NOTHROW(w->shrink()))
         trim_heap();
 }
 
@@ -304,38 +301,24 @@ const char *text_arg_utf8(FunctionCallInfo fcinfo, int *len) {
 }
 
 void parse_text(idem::jcs::CanonicalWriter *w, const char *s, int len) {
-    PendingError pe;
-    if (!run_cpp(pe, [&] { idem::jcs::parse_into(std::string_view(s, len), *w); }))
-        raise(pe);
+    call_cpp([&] { idem::jcs::parse_into(std::string_view(s, len), *w); });
 }
 
 // A digest as bytea.
 bytea *bytea_of(const idem::Digest &d) {
-    bytea *r = static_cast<bytea *>(palloc(VARHDRSZ + d.size()));
-    SET_VARSIZE(r, VARHDRSZ + d.size());
-    memcpy(VARDATA(r), d.data(), d.size());
-    return r;
+    return idem::pg::copy_bytea(d.data(), d.size());
 }
 
 Datum digest_result(idem::jcs::CanonicalWriter *w) {
-    PendingError pe;
-    idem::Digest d{};
-    if (!run_cpp(pe, [&] { d = w->digest(); }))
-        raise(pe);
+    idem::Digest d = call_cpp([&] { return w->digest(); });
     release_writer(w);
     PG_RETURN_BYTEA_P(bytea_of(d));
 }
 
 Datum text_result(idem::jcs::CanonicalWriter *w) {
-    PendingError pe;
-    const char *data = nullptr;
-    size_t size = 0;
-    if (!run_cpp(pe, [&] {
-            std::string_view r = w->result();
-            data = r.data();
-            size = r.size();
-        }))
-        raise(pe);
+    std::string_view r = call_cpp([&] { return w->result(); });
+    const char *data = r.data();
+    size_t size = r.size();
     if (size > MaxAllocSize - VARHDRSZ)
         ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
                         errmsg("canonical JSON text is too long")));
@@ -392,10 +375,7 @@ IDEM_PG_FUNCTION(idem_fingerprint_jsonb) {
     Jsonb *jb = PG_GETARG_JSONB_P(0);
     CanonBuf *b = fast_path_ok(&ex, &in) ? fast_canonical(jb, exact) : nullptr;
     if (b != nullptr) {
-        PendingError pe;
-        idem::Digest d{};
-        if (!run_cpp(pe, [&] { d = idem::sha256(std::string_view(b->data, b->len)); }))
-            raise(pe);
+        idem::Digest d = call_cpp([&] { return idem::sha256(std::string_view(b->data, b->len)); });
         release_buf(b);
         PG_RETURN_BYTEA_P(bytea_of(d));
     }
@@ -414,10 +394,8 @@ IDEM_PG_FUNCTION(idem_fingerprint_text) {
     int len;
     const char *s = text_arg_utf8(fcinfo, &len);
     idem::jcs::CanonicalWriter *w = prepare_writer(exact, &ex, &in);
-    PendingError pe;
-    idem::Digest d{};
-    if (!run_cpp(pe, [&] { d = idem::jcs::fingerprint_into(std::string_view(s, len), *w); }))
-        raise(pe);
+    idem::Digest d =
+        call_cpp([&] { return idem::jcs::fingerprint_into(std::string_view(s, len), *w); });
     release_writer(w);
     PG_RETURN_BYTEA_P(bytea_of(d));
 }

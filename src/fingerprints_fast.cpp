@@ -3,8 +3,8 @@
 // jsonb stores object keys sorted by (length, bytes); each object's keys are sorted again by
 // UTF-16 code units (indices only, the keys stay in the jsonb) and every member is written once,
 // in that order, with no event stream and no member copies. Strings, keys and numbers go through
-// the core's noexcept writers (write_quoted, write_decimal) or, where the core can throw,
-// through run_cpp. A numeric is canonicalised from its stored base-10000 digits
+// the core's noexcept writers (write_quoted, write_decimal; IDEM_NOTHROW) or, where the core can
+// throw, through call_cpp. A numeric is canonicalised from its stored base-10000 digits
 // (fast_numeric_direct) and only falls back to numeric_out where that cannot be done exactly.
 //
 // Boundary: everything here is C-style code with POD locals only (no C++ object with a
@@ -25,10 +25,6 @@ extern "C" {
 
 namespace idem::pg::fingerprints {
 namespace {
-
-using idem::pg::PendingError;
-using idem::pg::raise;
-using idem::pg::run_cpp;
 
 // The buffer kept for documents whose jsonb is at most kBigDoc bytes.
 CanonBuf g_buf = {nullptr, 0, 0, nullptr};
@@ -82,15 +78,15 @@ struct FastWalk {
 void fast_string(CanonBuf *b, const char *s, size_t n) {
     constexpr size_t kPiece = 65536;
     if (n <= kPiece) {
-        b->len =
-            idem::jcs::write_quoted(buf_reserve(b, idem::jcs::quoted_bound(n)), s, n) - b->data;
+        char *o = buf_reserve(b, IDEM_NOTHROW(idem::jcs::quoted_bound(n)));
+        b->len = IDEM_NOTHROW(idem::jcs::write_quoted(o, s, n)) - b->data;
         return;
     }
     buf_putc(b, '"');
     for (size_t off = 0; off < n; off += kPiece) {
         size_t m = n - off < kPiece ? n - off : kPiece;
-        char *o = buf_reserve(b, idem::jcs::quoted_bound(m));
-        b->len = idem::jcs::write_escaped(o, s + off, m) - b->data;
+        char *o = buf_reserve(b, IDEM_NOTHROW(idem::jcs::quoted_bound(m)));
+        b->len = IDEM_NOTHROW(idem::jcs::write_escaped(o, s + off, m)) - b->data;
         CHECK_FOR_INTERRUPTS();
     }
     buf_putc(b, '"');
@@ -160,7 +156,8 @@ bool fast_numeric_direct(FastWalk *w, Numeric num) {
     if (!w->exact && (count > 15 || point - 1 < -307 || point - 1 > 307))
         return false;
     char *o = buf_reserve(w->buf, count + 40);
-    w->buf->len = idem::jcs::write_decimal(o, negative, d + z, count, point) - w->buf->data;
+    w->buf->len =
+        IDEM_NOTHROW(idem::jcs::write_decimal(o, negative, d + z, count, point)) - w->buf->data;
     return true;
 }
 
@@ -169,12 +166,9 @@ void fast_numeric(FastWalk *w, Numeric num) {
         return;
     char *s = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(num)));
     size_t n = strlen(s);
-    char *o = buf_reserve(w->buf, idem::jcs::number_bound(n));
-    char *end = nullptr;
+    char *o = buf_reserve(w->buf, IDEM_NOTHROW(idem::jcs::number_bound(n)));
     bool exact = w->exact;
-    PendingError pe;
-    if (!run_cpp(pe, [&] { end = idem::jcs::write_number(std::string_view(s, n), exact, o); }))
-        raise(pe);
+    char *end = call_cpp([&] { return idem::jcs::write_number(std::string_view(s, n), exact, o); });
     w->buf->len = end - w->buf->data;
     pfree(s);
 }
@@ -212,7 +206,8 @@ struct KeyRef {
 };
 
 inline bool key_less(const KeyRef &a, const KeyRef &b) {
-    return idem::jcs::compare_utf16(std::string_view(a.s, a.len), std::string_view(b.s, b.len)) < 0;
+    std::string_view x(a.s, a.len), y(b.s, b.len);
+    return IDEM_NOTHROW(idem::jcs::compare_utf16(x, y)) < 0;
 }
 
 bool fast_object(FastWalk *w, const JsonbContainer *c, uint32 n, int depth) {
