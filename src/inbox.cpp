@@ -10,7 +10,6 @@
 #include "errors.hpp"
 #include "operations.hpp"
 #include "settings.hpp"
-#include "lease.hpp"
 
 extern "C" {
 #include "common/int.h"
@@ -60,22 +59,10 @@ TimestampTz add_usec(TimestampTz now, int64 usec) {
     return out;
 }
 
-// Microseconds of an interval; 22008 on overflow (run as C++ so that the core's error is used).
-bool interval_usec(const Interval *iv, int64 *out, idem::pg::PendingError *pe) {
-    int32 month = iv->month, day = iv->day;
-    int64 time = iv->time;
-    return idem::pg::run_cpp(*pe, [&] { *out = idem::interval_usec(month, day, time); });
-}
-
 int64 positive_interval_arg(FunctionCallInfo fcinfo, int argno, int default_s, const char *name,
-                            const char *example, const char *setting) {
-    if (PG_ARGISNULL(argno))
-        return static_cast<int64>(default_s) * USECS_PER_SEC;
-    idem::pg::PendingError pe;
-    int64 us = 0;
-    if (!interval_usec(PG_GETARG_INTERVAL_P(argno), &us, &pe))
-        idem::pg::raise(pe);
-    if (us <= 0)
+                            const char *setting) {
+    int64 us = interval_arg_usec(fcinfo, argno, default_s);
+    if (!PG_ARGISNULL(argno) && us <= 0)
         ereport(
             ERROR,
             (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must be positive", name),
@@ -175,17 +162,25 @@ struct ReceiveArgs {
     int64 ttl_usec;
 };
 
-// Records one delivery and returns its outcome. Runs as the extension owner.
-const char *receive(const ReceiveArgs *a) {
-    Datum consumer = checked_varlena(a->consumer, "consumer", MAX_CONSUMER, false);
-    Datum event_id = checked_varlena(a->event_id, "event_id", MAX_EVENT_ID, false);
-    Datum hash =
+// The checked values of one delivery and the row a first delivery writes.
+struct Delivery {
+    Datum consumer, event_id, hash, type, entity;
+    TimestampTz now;
+    Datum row[11];
+    char row_nulls[11];
+};
+
+// Checks the arguments of a delivery and builds the row to write.
+void check_delivery(const ReceiveArgs *a, Delivery *d) {
+    d->consumer = checked_varlena(a->consumer, "consumer", MAX_CONSUMER, false);
+    d->event_id = checked_varlena(a->event_id, "event_id", MAX_EVENT_ID, false);
+    d->hash =
         a->hash_null ? (Datum)0 : checked_varlena(a->payload_hash, "payload_hash", MAX_HASH, false);
-    Datum type = a->type_null ? (Datum)0
-                              : checked_varlena(a->event_type, "event_type", MAX_EVENT_TYPE, false);
-    Datum entity = a->entity_key_null
-                       ? (Datum)0
-                       : checked_varlena(a->entity_key, "entity_key", MAX_ENTITY_KEY, false);
+    d->type = a->type_null ? (Datum)0
+                           : checked_varlena(a->event_type, "event_type", MAX_EVENT_TYPE, false);
+    d->entity = a->entity_key_null
+                    ? (Datum)0
+                    : checked_varlena(a->entity_key, "entity_key", MAX_ENTITY_KEY, false);
     if (a->entity_key_null != a->entity_seq_null)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("entity_key and entity_seq must be given together"),
@@ -196,75 +191,83 @@ const char *receive(const ReceiveArgs *a) {
                         errmsg("payload is stored only for queued events"),
                         errhint("Pass enqueue => true to store the event for idem_inbox_next, or "
                                 "leave payload out and pass its hash as payload_hash.")));
-    TimestampTz now = GetCurrentTimestamp();
-    TimestampTz expires = add_usec(now, a->ttl_usec);
-    const char *status = a->enqueue ? "received" : "done";
+    d->now = GetCurrentTimestamp();
+    TimestampTz expires = add_usec(d->now, a->ttl_usec);
     bool has_entity = !a->entity_key_null;
-
-    idem::pg::SavedUser su;
-    idem::pg::enter(&su);
-    saved_plan(&plan_insert, SQL_INSERT, 11, INSERT_TYPES);
-    saved_plan(&plan_lock, SQL_LOCK, 2, KEY_TYPES);
-    Datum row[11] = {consumer,
-                     event_id,
-                     CStringGetTextDatum(status),
-                     hash,
-                     type,
+    Datum row[11] = {d->consumer,
+                     d->event_id,
+                     CStringGetTextDatum(a->enqueue ? "received" : "done"),
+                     d->hash,
+                     d->type,
                      a->payload,
-                     entity,
+                     d->entity,
                      Int64GetDatum(a->entity_seq),
                      Int32GetDatum(a->enqueue ? 0 : 1),
-                     TimestampTzGetDatum(now),
+                     TimestampTzGetDatum(d->now),
                      TimestampTzGetDatum(expires)};
-    char row_nulls[11] = {' ',
-                          ' ',
-                          ' ',
-                          a->hash_null ? 'n' : ' ',
-                          a->type_null ? 'n' : ' ',
-                          a->payload_null ? 'n' : ' ',
-                          has_entity ? ' ' : 'n',
-                          has_entity ? ' ' : 'n',
-                          ' ',
-                          ' ',
-                          ' '};
-    Datum keyv[2] = {consumer, event_id};
-    const char *outcome = nullptr;
-    bool recorded = false; // this call wrote the row as a first delivery
-    for (int round = 0; outcome == nullptr && !recorded; round++) {
+    const char row_nulls[11] = {' ',
+                                ' ',
+                                ' ',
+                                a->hash_null ? 'n' : ' ',
+                                a->type_null ? 'n' : ' ',
+                                a->payload_null ? 'n' : ' ',
+                                has_entity ? ' ' : 'n',
+                                has_entity ? ' ' : 'n',
+                                ' ',
+                                ' ',
+                                ' '};
+    memcpy(d->row, row, sizeof row);
+    memcpy(d->row_nulls, row_nulls, sizeof row_nulls);
+}
+
+// Writes the delivery as a first one (nullptr: written) or compares it with the stored event
+// (duplicate or mismatch). Runs as the extension owner.
+const char *insert_or_compare(const ReceiveArgs *a, Delivery *d) {
+    saved_plan(&plan_insert, SQL_INSERT, 11, INSERT_TYPES);
+    saved_plan(&plan_lock, SQL_LOCK, 2, KEY_TYPES);
+    Datum keyv[2] = {d->consumer, d->event_id};
+    for (int round = 0;; round++) {
         if (round == 10)
             ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
                             errmsg("could not record the event: its inbox entry kept being "
                                    "deleted concurrently"),
                             errhint("Retry the transaction.")));
-        if (exec(plan_insert, row, row_nulls, false, 0) == 1) {
-            recorded = true;
-            break;
-        }
+        if (exec(plan_insert, d->row, d->row_nulls, false, 0) == 1)
+            return nullptr;
         if (exec(plan_lock, keyv, nullptr, false, 1) == 0)
             continue; // purged since the insert saw it: insert again
         char st = status_char(L_STATUS);
         bool isnull;
         TimestampTz row_expires = DatumGetTimestampTz(col(0, L_EXPIRES, &isnull));
         bool finished = st == 'd' || st == 'f' || st == 's';
-        if (finished && row_expires <= now) {
+        if (finished && row_expires <= d->now) {
             // past its TTL the entry counts as absent: this delivery is a first one again
             saved_plan(&plan_reset, SQL_RESET, 11, INSERT_TYPES);
-            if (exec(plan_reset, row, row_nulls, false, 0) != 1)
+            if (exec(plan_reset, d->row, d->row_nulls, false, 0) != 1)
                 elog(ERROR, "reset of a locked inbox entry updated no row");
-            recorded = true;
-            break;
+            return nullptr;
         }
         bool stored_null;
         Datum stored = col(0, L_HASH, &stored_null);
-        outcome = hashes_match(stored_null, stored, a->hash_null, hash) ? "duplicate" : "mismatch";
+        return hashes_match(stored_null, stored, a->hash_null, d->hash) ? "duplicate" : "mismatch";
     }
-    if (recorded) {
+}
+
+// Records one delivery and returns its outcome.
+const char *receive(const ReceiveArgs *a) {
+    Delivery d;
+    check_delivery(a, &d);
+    idem::pg::SavedUser su;
+    idem::pg::enter(&su);
+    const char *outcome = insert_or_compare(a, &d);
+    if (outcome == nullptr) {
         outcome = "new";
-        if (has_entity) {
-            bool stale = a->enqueue ? entity_stale(consumer, entity, a->entity_seq)
-                                    : !entity_apply(consumer, entity, a->entity_seq, event_id, now);
+        if (!a->entity_key_null) {
+            bool stale =
+                a->enqueue ? entity_stale(d.consumer, d.entity, a->entity_seq)
+                           : !entity_apply(d.consumer, d.entity, a->entity_seq, d.event_id, d.now);
             if (stale) {
-                mark_stale(consumer, event_id, now);
+                mark_stale(d.consumer, d.event_id, d.now);
                 outcome = "stale";
             }
         }
@@ -295,7 +298,7 @@ IDEM_PG_FUNCTION(idem_inbox_receive) {
     a.entity_key = a.entity_key_null ? (Datum)0 : PG_GETARG_DATUM(6);
     a.entity_seq_null = PG_ARGISNULL(7);
     a.entity_seq = a.entity_seq_null ? 0 : PG_GETARG_INT64(7);
-    a.ttl_usec = positive_interval_arg(fcinfo, 8, idem::settings::inbox_ttl_s, "ttl", "7 days",
+    a.ttl_usec = positive_interval_arg(fcinfo, 8, idem::settings::inbox_ttl_s, "ttl",
                                        "idempotency.inbox_ttl");
     PG_RETURN_TEXT_P(cstring_to_text(receive(&a)));
 }

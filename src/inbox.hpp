@@ -34,9 +34,10 @@ Datum checked_varlena(Datum d, const char *name, size_t max, bool allow_empty);
 // now + usec, or 22008.
 TimestampTz add_usec(TimestampTz now, int64 usec);
 
-// A positive interval argument in microseconds, or the setting (seconds) when NULL.
+// A positive interval argument in microseconds, or the setting (seconds) when NULL; setting
+// names it in the hint.
 int64 positive_interval_arg(FunctionCallInfo fcinfo, int argno, int default_s, const char *name,
-                            const char *example, const char *setting);
+                            const char *setting);
 
 // The first character of a status text column of the current SPI row (received, processing,
 // done, failed, stale: the first letters differ).

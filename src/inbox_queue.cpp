@@ -145,7 +145,7 @@ IDEM_PG_FUNCTION(idem_inbox_next) {
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("batch_size must be between 1 and %d", MAX_BATCH)));
     int64 lease_us = positive_interval_arg(fcinfo, 2, idem::settings::inbox_lease_s, "lease",
-                                           "1 minute", "idempotency.inbox_lease");
+                                           "idempotency.inbox_lease");
     TimestampTz now = GetCurrentTimestamp();
     TimestampTz lease_expires = add_usec(now, lease_us);
     InitMaterializedSRF(fcinfo, 0);
