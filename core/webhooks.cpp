@@ -8,7 +8,7 @@
 
 #include <climits>
 
-namespace idem::webhook {
+namespace idem::webhooks {
 
 namespace {
 
@@ -350,4 +350,4 @@ std::string sign_stripe(std::string_view secret, int64_t timestamp, std::string_
            hex_encode(std::string_view(reinterpret_cast<const char *>(mac.data()), mac.size()));
 }
 
-} // namespace idem::webhook
+} // namespace idem::webhooks

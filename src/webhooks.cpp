@@ -80,14 +80,14 @@ void secrets_arg(FunctionCallInfo fcinfo, int argno, bool is_array, Secrets *out
 
 // The clock: now (or the current time) as unix microseconds, and the tolerance (or the
 // idempotency.webhook_tolerance setting).
-idem::webhook::Clock clock_args(FunctionCallInfo fcinfo, int tolerance_arg, int now_arg) {
+idem::webhooks::Clock clock_args(FunctionCallInfo fcinfo, int tolerance_arg, int now_arg) {
     TimestampTz now =
         PG_ARGISNULL(now_arg) ? GetCurrentTimestamp() : PG_GETARG_TIMESTAMPTZ(now_arg);
     if (TIMESTAMP_NOT_FINITE(now))
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("now must be finite")));
     constexpr int64 unix_offset =
         static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
-    return idem::webhook::Clock{
+    return idem::webhooks::Clock{
         now + unix_offset,
         idem::pg::interval_arg_usec(fcinfo, tolerance_arg, idem::settings::webhook_tolerance_s)};
 }
@@ -98,10 +98,10 @@ struct VerifyInput {
     bool stripe;
     const Secrets *secrets;
     Bytes msg_id, timestamp, payload, header;
-    idem::webhook::Clock clock;
+    idem::webhooks::Clock clock;
 };
 
-bool run_verify(const VerifyInput &in, idem::webhook::Verdict *verdict, bool *malformed_header,
+bool run_verify(const VerifyInput &in, idem::webhooks::Verdict *verdict, bool *malformed_header,
                 idem::pg::PendingError *pe) {
     *malformed_header = false;
     return idem::pg::run_cpp(*pe, [&] {
@@ -112,13 +112,13 @@ bool run_verify(const VerifyInput &in, idem::webhook::Verdict *verdict, bool *ma
         std::string_view header(in.header.data, in.header.len);
         try {
             if (in.stripe)
-                *verdict = idem::webhook::verify_stripe(secrets, header, payload, in.clock);
+                *verdict = idem::webhooks::verify_stripe(secrets, header, payload, in.clock);
             else
-                *verdict = idem::webhook::verify_standard(
+                *verdict = idem::webhooks::verify_standard(
                     secrets, std::string_view(in.msg_id.data, in.msg_id.len),
                     std::string_view(in.timestamp.data, in.timestamp.len), payload, header,
                     in.clock);
-        } catch (const idem::webhook::MalformedHeader &) {
+        } catch (const idem::webhooks::MalformedHeader &) {
             *malformed_header = true;
             throw;
         }
@@ -145,11 +145,11 @@ Datum verify(FunctionCallInfo fcinfo, bool stripe, bool secrets_array) {
     }
     in.clock = clock_args(fcinfo, a, a + 1);
     idem::pg::PendingError pe;
-    idem::webhook::Verdict verdict = idem::webhook::Verdict::InvalidSignature;
+    idem::webhooks::Verdict verdict = idem::webhooks::Verdict::InvalidSignature;
     bool malformed;
     if (!run_verify(in, &verdict, &malformed, &pe))
         idem::pg::raise(pe);
-    PG_RETURN_BOOL(verdict == idem::webhook::Verdict::Valid);
+    PG_RETURN_BOOL(verdict == idem::webhooks::Verdict::Valid);
 }
 
 // Runs sign() (which returns the header as a std::string) and copies the result into buf; the
@@ -198,10 +198,10 @@ IDEM_PG_FUNCTION(idem_webhook_sign_standard) {
     size_t len = 0;
     idem::pg::PendingError pe;
     if (!run_sign(&pe, buf, sizeof buf, &len, [&] {
-            return idem::webhook::sign_standard(std::string_view(secret.data, secret.len),
-                                                std::string_view(msg_id.data, msg_id.len),
-                                                std::string_view(ts.data, ts.len),
-                                                std::string_view(payload.data, payload.len));
+            return idem::webhooks::sign_standard(std::string_view(secret.data, secret.len),
+                                                 std::string_view(msg_id.data, msg_id.len),
+                                                 std::string_view(ts.data, ts.len),
+                                                 std::string_view(payload.data, payload.len));
         }))
         idem::pg::raise(pe);
     PG_RETURN_TEXT_P(cstring_to_text_with_len(buf, static_cast<int>(len)));
@@ -217,8 +217,8 @@ IDEM_PG_FUNCTION(idem_webhook_sign_stripe) {
     size_t len = 0;
     idem::pg::PendingError pe;
     if (!run_sign(&pe, buf, sizeof buf, &len, [&] {
-            return idem::webhook::sign_stripe(std::string_view(secret.data, secret.len), ts,
-                                              std::string_view(payload.data, payload.len));
+            return idem::webhooks::sign_stripe(std::string_view(secret.data, secret.len), ts,
+                                               std::string_view(payload.data, payload.len));
         }))
         idem::pg::raise(pe);
     PG_RETURN_TEXT_P(cstring_to_text_with_len(buf, static_cast<int>(len)));
@@ -270,19 +270,19 @@ void receive_input(FunctionCallInfo fcinfo, Secrets *secrets, VerifyInput *in) {
 
 // The verdict on the delivery. Missing or malformed sender headers are a failed proof, not an
 // error of the receiver.
-idem::webhook::Verdict receive_verdict(FunctionCallInfo fcinfo, VerifyInput *in) {
+idem::webhooks::Verdict receive_verdict(FunctionCallInfo fcinfo, VerifyInput *in) {
     if (PG_ARGISNULL(A_HEADER) || (!in->stripe && PG_ARGISNULL(A_TIMESTAMP)))
-        return idem::webhook::Verdict::InvalidSignature;
+        return idem::webhooks::Verdict::InvalidSignature;
     in->header = varlena_bytes(PG_GETARG_DATUM(A_HEADER));
     if (!in->stripe)
         in->timestamp = varlena_bytes(PG_GETARG_DATUM(A_TIMESTAMP));
     idem::pg::PendingError pe;
-    idem::webhook::Verdict verdict = idem::webhook::Verdict::InvalidSignature;
+    idem::webhooks::Verdict verdict = idem::webhooks::Verdict::InvalidSignature;
     bool malformed;
     if (!run_verify(*in, &verdict, &malformed, &pe)) {
         if (!malformed)
             idem::pg::raise(pe);
-        verdict = idem::webhook::Verdict::InvalidSignature;
+        verdict = idem::webhooks::Verdict::InvalidSignature;
     }
     return verdict;
 }
@@ -324,9 +324,9 @@ IDEM_PG_FUNCTION(idem_webhook_receive) {
     Secrets secrets;
     VerifyInput in{};
     receive_input(fcinfo, &secrets, &in);
-    idem::webhook::Verdict verdict = receive_verdict(fcinfo, &in);
-    if (verdict != idem::webhook::Verdict::Valid)
+    idem::webhooks::Verdict verdict = receive_verdict(fcinfo, &in);
+    if (verdict != idem::webhooks::Verdict::Valid)
         PG_RETURN_TEXT_P(cstring_to_text(
-            idem::pg::call_cpp([&] { return idem::webhook::verdict_name(verdict); })));
+            idem::pg::call_cpp([&] { return idem::webhooks::verdict_name(verdict); })));
     return record_event(fcinfo, in.payload);
 }

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-using namespace idem::webhook;
+using namespace idem::webhooks;
 
 namespace {
 
