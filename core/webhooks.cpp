@@ -8,6 +8,8 @@
 
 #include <climits>
 
+#include "cpp_only.hpp" // last include: core/ never sees postgres.h
+
 namespace idem::webhooks {
 
 namespace {
