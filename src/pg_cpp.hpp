@@ -32,6 +32,21 @@ extern "C" {
 
 namespace idem::pg {
 
+namespace detail {
+template <bool CannotThrow> constexpr void require_noexcept() noexcept {
+    static_assert(CannotThrow, "IDEM_NOTHROW: this call can throw; run it with call_cpp");
+}
+} // namespace detail
+
+} // namespace idem::pg
+
+// Evaluates a core call that the compiler proves cannot throw (noexcept), without run_cpp; the
+// expression must not call PostgreSQL either (its functions are not noexcept).
+#define IDEM_NOTHROW(...)                                                                          \
+    (::idem::pg::detail::require_noexcept<noexcept(__VA_ARGS__)>(), (__VA_ARGS__))
+
+namespace idem::pg {
+
 // The state handed from the catch block to the ereport that follows it.
 struct PendingError {
     int sqlerrcode = 0;
@@ -64,10 +79,10 @@ inline void capture_current_exception(PendingError &pe) noexcept {
     try {
         throw;
     } catch (const idem::Error &e) {
-        pe.sqlerrcode = sqlstate_code(e.sqlstate());
-        copy_text(pe.message, sizeof pe.message, e.what());
-        copy_text(pe.detail, sizeof pe.detail, e.detail().c_str());
-        copy_text(pe.hint, sizeof pe.hint, e.hint().c_str());
+        pe.sqlerrcode = sqlstate_code(IDEM_NOTHROW(e.sqlstate()));
+        copy_text(pe.message, sizeof pe.message, IDEM_NOTHROW(e.what()));
+        copy_text(pe.detail, sizeof pe.detail, IDEM_NOTHROW(e.detail().c_str()));
+        copy_text(pe.hint, sizeof pe.hint, IDEM_NOTHROW(e.hint().c_str()));
     } catch (const idem::Interrupted &) {
         pe.interrupted = true;
         pe.sqlerrcode = ERRCODE_QUERY_CANCELED;
@@ -77,7 +92,7 @@ inline void capture_current_exception(PendingError &pe) noexcept {
         copy_text(pe.message, sizeof pe.message, "out of memory");
     } catch (const std::exception &e) {
         pe.sqlerrcode = ERRCODE_INTERNAL_ERROR;
-        copy_text(pe.message, sizeof pe.message, e.what());
+        copy_text(pe.message, sizeof pe.message, IDEM_NOTHROW(e.what()));
     } catch (...) {
         pe.sqlerrcode = ERRCODE_INTERNAL_ERROR;
         copy_text(pe.message, sizeof pe.message, "unknown C++ exception");
@@ -187,12 +202,6 @@ template <typename F> auto call_cpp(F &&fn) {
     }
 }
 
-namespace detail {
-template <bool CannotThrow> constexpr void require_noexcept() noexcept {
-    static_assert(CannotThrow, "IDEM_NOTHROW: this call can throw; run it with call_cpp");
-}
-} // namespace detail
-
 // A new bytea holding a copy of len bytes (a core result such as a digest).
 inline bytea *copy_bytea(const void *data, size_t len) {
     bytea *r = static_cast<bytea *>(palloc(VARHDRSZ + len));
@@ -208,11 +217,6 @@ inline bool interrupt_pending() noexcept {
 }
 
 } // namespace idem::pg
-
-// Evaluates a core call that the compiler proves cannot throw (noexcept), without run_cpp; the
-// expression must not call PostgreSQL either (its functions are not noexcept).
-#define IDEM_NOTHROW(...)                                                                          \
-    (::idem::pg::detail::require_noexcept<noexcept(__VA_ARGS__)>(), (__VA_ARGS__))
 
 // Defines the SQL-callable C function `name` whose body follows, wrapped in idem::pg::invoke.
 #define IDEM_PG_FUNCTION(name)                                                                     \

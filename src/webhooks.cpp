@@ -152,17 +152,12 @@ Datum verify(FunctionCallInfo fcinfo, bool stripe, bool secrets_array) {
     PG_RETURN_BOOL(verdict == idem::webhooks::Verdict::Valid);
 }
 
-// Runs sign() (which returns the header as a std::string) and copies the result into buf; the
-// string is destroyed before anything else happens.
-template <typename F>
-bool run_sign(idem::pg::PendingError *pe, char *buf, size_t cap, size_t *len, F &&sign) {
-    return idem::pg::run_cpp(*pe, [&] {
-        std::string s = sign();
-        if (s.size() > cap)
-            throw std::runtime_error("signature longer than expected");
-        memcpy(buf, s.data(), s.size());
-        *len = s.size();
-    });
+// Copies a signature header into buf (inside run_cpp: throws when it does not fit); its length.
+size_t copy_header(char *buf, size_t cap, const std::string &header) {
+    if (header.size() > cap)
+        throw std::runtime_error("signature longer than expected");
+    memcpy(buf, header.data(), header.size());
+    return header.size();
 }
 
 } // namespace
@@ -195,15 +190,14 @@ IDEM_PG_FUNCTION(idem_webhook_sign_standard) {
     Bytes ts = bytes_arg(fcinfo, 2, "msg_timestamp");
     Bytes payload = bytes_arg(fcinfo, 3, "payload");
     char buf[128];
-    size_t len = 0;
-    idem::pg::PendingError pe;
-    if (!run_sign(&pe, buf, sizeof buf, &len, [&] {
-            return idem::webhooks::sign_standard(std::string_view(secret.data, secret.len),
-                                                 std::string_view(msg_id.data, msg_id.len),
-                                                 std::string_view(ts.data, ts.len),
-                                                 std::string_view(payload.data, payload.len));
-        }))
-        idem::pg::raise(pe);
+    size_t len = idem::pg::call_cpp([&] {
+        return copy_header(
+            buf, sizeof buf,
+            idem::webhooks::sign_standard(std::string_view(secret.data, secret.len),
+                                          std::string_view(msg_id.data, msg_id.len),
+                                          std::string_view(ts.data, ts.len),
+                                          std::string_view(payload.data, payload.len)));
+    });
     PG_RETURN_TEXT_P(cstring_to_text_with_len(buf, static_cast<int>(len)));
 }
 
@@ -214,13 +208,12 @@ IDEM_PG_FUNCTION(idem_webhook_sign_stripe) {
     int64 ts = PG_GETARG_INT64(1);
     Bytes payload = bytes_arg(fcinfo, 2, "payload");
     char buf[128];
-    size_t len = 0;
-    idem::pg::PendingError pe;
-    if (!run_sign(&pe, buf, sizeof buf, &len, [&] {
-            return idem::webhooks::sign_stripe(std::string_view(secret.data, secret.len), ts,
-                                               std::string_view(payload.data, payload.len));
-        }))
-        idem::pg::raise(pe);
+    size_t len = idem::pg::call_cpp([&] {
+        return copy_header(
+            buf, sizeof buf,
+            idem::webhooks::sign_stripe(std::string_view(secret.data, secret.len), ts,
+                                        std::string_view(payload.data, payload.len)));
+    });
     PG_RETURN_TEXT_P(cstring_to_text_with_len(buf, static_cast<int>(len)));
 }
 
