@@ -93,11 +93,8 @@ void mark_stale(Datum consumer, Datum event_id, TimestampTz now) {
 
 namespace {
 
+using namespace idem::pg;
 using namespace idem::pg::inbox;
-using idem::pg::col;
-using idem::pg::exec;
-using idem::pg::require_arg;
-using idem::pg::saved_plan;
 
 constexpr size_t MAX_ENTITY_KEY = 1024;
 constexpr size_t MAX_EVENT_TYPE = 255;

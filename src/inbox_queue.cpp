@@ -12,15 +12,8 @@ extern "C" {
 
 namespace {
 
+using namespace idem::pg;
 using namespace idem::pg::inbox;
-using idem::pg::col;
-using idem::pg::exec;
-using idem::pg::saved_plan;
-
-using idem::pg::IK_FENCED;
-using idem::pg::IK_FINISHED;
-using idem::pg::IK_NOT_FOUND;
-using idem::pg::require_arg;
 
 constexpr int MAX_BATCH = 10000;
 

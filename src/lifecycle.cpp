@@ -22,9 +22,7 @@ extern "C" {
 
 namespace {
 
-using idem::pg::col;
-using idem::pg::exec;
-using idem::pg::saved_plan;
+using namespace idem::pg;
 
 // Deletes at most $3 expired, finished records after ctid $1. $2 is now; with $4 (include_stuck)
 // also processing records past their TTL whose lease ended before $5. A processing record with a

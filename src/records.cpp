@@ -101,14 +101,8 @@ bool bytea_equal(bool a_null, Datum a, bool b_null, Datum b) {
 
 namespace {
 
+using namespace idem::pg;
 using namespace idem::pg::records;
-using idem::pg::col;
-using idem::pg::exec;
-using idem::pg::saved_plan;
-
-using idem::pg::IK_FENCED;
-using idem::pg::IK_FINISHED;
-using idem::pg::IK_NOT_FOUND;
 
 // Stores the outcome of the owning attempt; the record is then kept for at least as long
 // after the finish as its TTL window was long at the claim.

@@ -24,10 +24,8 @@ extern "C" {
 
 namespace {
 
+using namespace idem::pg;
 using namespace idem::pg::records;
-using idem::pg::col;
-using idem::pg::exec;
-using idem::pg::saved_plan;
 
 const char *const SQL_INSERT =
     "INSERT INTO idempotency.records AS r (scope, key, status, fingerprint, attempt, "
