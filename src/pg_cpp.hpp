@@ -18,6 +18,11 @@
 extern "C" {
 #include "postgres.h"
 
+// The varlena macros (VARDATA, SET_VARSIZE, ...; copy_bytea) are in varatt.h from PostgreSQL 16
+// on, which 18's postgres.h no longer includes; 15 has no varatt.h.
+#if __has_include("varatt.h")
+#include "varatt.h"
+#endif
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
