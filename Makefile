@@ -2,7 +2,7 @@
 #   make && make install          build and install into the server found by pg_config
 #   test/run-all                  the whole test suite (see README)
 EXTENSION = idempotency
-EXTVERSION = 0.2
+EXTVERSION = 0.3
 MODULE_big = idempotency
 
 # The server-independent core (core/, the canonicaliser in core/jcs/) is compiled into the
@@ -14,12 +14,13 @@ OBJS = $(PG_SRCS:.cpp=.o) $(CORE_SRCS:.cpp=.o)
 # Versions (DEVELOPERS.md "Versions and upgrades"): the install script of the first release,
 # idempotency--0.1.sql, is assembled from the per-feature files src/sql/[0-4]*.sql; every later
 # release ships only an upgrade script idempotency--A--B.sql assembled from its own parts
-# (0.1 -> 0.2: src/sql/5*.sql). CREATE EXTENSION without VERSION installs 0.1 and follows the
-# update path to default_version (idempotency.control), so a fresh install and an upgraded one
-# run the same SQL.
+# (0.1 -> 0.2: src/sql/5*.sql; 0.2 -> 0.3: src/sql/6*.sql). CREATE EXTENSION without VERSION
+# installs 0.1 and follows the update path to default_version (idempotency.control), so a fresh
+# install and an upgraded one run the same SQL.
 EXT_SQL_PARTS = $(sort $(wildcard src/sql/[0-4]*.sql))
 EXT_SQL_0_2 = $(sort $(wildcard src/sql/5*.sql))
-DATA_built = $(EXTENSION)--0.1.sql $(EXTENSION)--0.1--0.2.sql
+EXT_SQL_0_3 = $(sort $(wildcard src/sql/6*.sql))
+DATA_built = $(EXTENSION)--0.1.sql $(EXTENSION)--0.1--0.2.sql $(EXTENSION)--0.2--0.3.sql
 DATA = $(filter-out $(DATA_built),$(wildcard $(EXTENSION)--*--*.sql))
 
 PG_CPPFLAGS = -Icore -Isrc
@@ -44,6 +45,9 @@ $(EXTENSION)--0.1.sql: $(EXT_SQL_PARTS)
 	cat $^ > $@
 
 $(EXTENSION)--0.1--0.2.sql: $(EXT_SQL_0_2)
+	cat $^ > $@
+
+$(EXTENSION)--0.2--0.3.sql: $(EXT_SQL_0_3)
 	cat $^ > $@
 
 $(OBJS): $(wildcard core/*.hpp core/*.h core/jcs/*.hpp src/*.hpp src/*.h)

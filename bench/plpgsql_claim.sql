@@ -1,5 +1,5 @@
 -- bench/plpgsql_claim.sql: the claim of idem_claim written in PL/pgSQL, for the cost comparison
--- in bench/load.sh. Same table definition, same semantics and order of checks as src/claim.cpp +
+-- in bench/load.sh. Same table definition, same semantics and order of checks as src/records.cpp +
 -- core/lease.cpp: argument validation, INSERT ... ON CONFLICT DO NOTHING for a new key (in a
 -- subtransaction with lock_timeout when wait = false); for an existing key read the row and
 -- decide fresh (TTL over) / mismatch / replay / retry / in_progress / reclaim, taking over with a

@@ -7,6 +7,8 @@
 
 #include <stdexcept>
 
+#include "cpp_only.hpp" // last include: core/ never sees postgres.h
+
 namespace idem {
 
 namespace {

@@ -6,6 +6,8 @@
 #include <climits>
 #include <string>
 
+#include "cpp_only.hpp" // last include: core/ never sees postgres.h
+
 namespace idem {
 
 // Interval length in microseconds (30-day months, 24-hour days), overflow-checked.

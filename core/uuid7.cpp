@@ -6,6 +6,8 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "cpp_only.hpp" // last include: core/ never sees postgres.h
+
 namespace idem {
 
 Uuid make_uuid_v7(uint64_t unix_ts_ms, uint16_t rand_a, uint64_t rand_b) noexcept {

@@ -4,29 +4,22 @@
 \pset null '<NULL>'
 SET client_min_messages = warning;
 
--- hostile_try(sql): 'ok' or 'SQLSTATE: message' (query_canceled is not part of OTHERS).
-CREATE FUNCTION hostile_try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN query_canceled OR OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/regress/helpers.sql
 -- Everything stored, as one row of counts.
 CREATE VIEW hostile_written AS
     SELECT (SELECT count(*) FROM idempotency.records WHERE scope LIKE 'hostile%') AS records,
            (SELECT count(*) FROM idempotency.inbox WHERE consumer LIKE 'hostile%') AS inbox;
 
 -- Keys and scopes of 1 MB: 22001 at once, nothing written -----------------------------------
-SELECT hostile_try($$SELECT idem_claim(repeat('s', 1048576), 'k')$$);
-SELECT hostile_try($$SELECT idem_claim('hostile', repeat('k', 1048576))$$);
-SELECT hostile_try($$SELECT idem_complete('hostile', repeat('k', 1048576), 1)$$);
-SELECT hostile_try($$SELECT idem_fail(repeat('s', 1048576), 'k', 1)$$);
-SELECT hostile_try($$SELECT idem_heartbeat('hostile', repeat('k', 1048576), 1)$$);
-SELECT hostile_try($$SELECT * FROM idem_lookup(repeat('s', 1048576), 'k')$$);
-SELECT hostile_try($$SELECT idem_inbox_receive(repeat('c', 1048576), 'e')$$);
-SELECT hostile_try($$SELECT idem_inbox_receive('hostile', repeat('e', 1048576))$$);
-SELECT hostile_try($$SELECT idem_claim('hostile', 'k', ('\x' || repeat('ab', 1048576))::bytea)$$);
+SELECT try($$SELECT idem_claim(repeat('s', 1048576), 'k')$$);
+SELECT try($$SELECT idem_claim('hostile', repeat('k', 1048576))$$);
+SELECT try($$SELECT idem_complete('hostile', repeat('k', 1048576), 1)$$);
+SELECT try($$SELECT idem_fail(repeat('s', 1048576), 'k', 1)$$);
+SELECT try($$SELECT idem_heartbeat('hostile', repeat('k', 1048576), 1)$$);
+SELECT try($$SELECT * FROM idem_lookup(repeat('s', 1048576), 'k')$$);
+SELECT try($$SELECT idem_inbox_receive(repeat('c', 1048576), 'e')$$);
+SELECT try($$SELECT idem_inbox_receive('hostile', repeat('e', 1048576))$$);
+SELECT try($$SELECT idem_claim('hostile', 'k', ('\x' || repeat('ab', 1048576))::bytea)$$);
 SELECT * FROM hostile_written;
 
 -- Payloads of 10 MB: correct answers ---------------------------------------------------------
@@ -51,15 +44,15 @@ SELECT idem_inbox_receive('hostile', 'big-event', sha256(convert_to(repeat('p', 
 SELECT * FROM hostile_written;
 
 -- Nesting 100,000 levels: 54001, no stack overflow --------------------------------------------
-SELECT hostile_try($$SELECT idem_fingerprint(repeat('[', 100000) || repeat(']', 100000))$$);
-SELECT hostile_try($$SELECT idem_canonical_json(repeat('{"a":', 100000) || '1' || repeat('}', 100000))$$);
+SELECT try($$SELECT idem_fingerprint(repeat('[', 100000) || repeat(']', 100000))$$);
+SELECT try($$SELECT idem_canonical_json(repeat('{"a":', 100000) || '1' || repeat('}', 100000))$$);
 -- jsonb input itself refuses it (PostgreSQL's own stack check)
-SELECT hostile_try($$SELECT idem_fingerprint((repeat('[', 100000) || repeat(']', 100000))::jsonb)$$);
+SELECT try($$SELECT idem_fingerprint((repeat('[', 100000) || repeat(']', 100000))::jsonb)$$);
 -- unbalanced: malformed, not a crash
-SELECT hostile_try($$SELECT idem_fingerprint(repeat('[', 100000))$$);
+SELECT try($$SELECT idem_fingerprint(repeat('[', 100000))$$);
 -- the limit is 10,000 levels, for raw text and for jsonb
 SELECT length(idem_canonical_json(repeat('[', 10000) || repeat(']', 10000))) AS depth_10000;
-SELECT hostile_try($$SELECT idem_canonical_json(repeat('[', 10001) || repeat(']', 10001))$$);
+SELECT try($$SELECT idem_canonical_json(repeat('[', 10001) || repeat(']', 10001))$$);
 SELECT length(idem_canonical_json((repeat('[', 10000) || repeat(']', 10000))::jsonb)) AS jsonb_depth_10000;
 SELECT length(idem_fingerprint((repeat('[', 10000) || repeat(']', 10000))::jsonb)) AS jsonb_fingerprint_depth_10000;
 -- a deep response is stored as jsonb accepted it
@@ -72,10 +65,10 @@ SELECT outcome, length(response::text) AS response_length FROM idem_claim('hosti
 SELECT idem_canonical_json('{"k\u0000": "a\u0000b", "k": 1}');
 SELECT idem_fingerprint('"a\u0000b"') = sha256(convert_to('"a\u0000b"', 'UTF8')) AS nul_fingerprint;
 -- jsonb cannot hold it (PostgreSQL refuses \u0000 in jsonb text values)
-SELECT hostile_try($$SELECT idem_canonical_json('"a\u0000b"'::jsonb)$$);
+SELECT try($$SELECT idem_canonical_json('"a\u0000b"'::jsonb)$$);
 -- text cannot hold a NUL byte at all: the value never reaches the extension
-SELECT hostile_try($$SELECT idem_claim('hostile', 'a' || chr(0))$$);
-SELECT hostile_try($$SELECT idem_claim('hostile', E'a\u0000')$$);
+SELECT try($$SELECT idem_claim('hostile', 'a' || chr(0))$$);
+SELECT try($$SELECT idem_claim('hostile', E'a\u0000')$$);
 -- bytea can: NUL-filled fingerprints and payloads are ordinary values
 SELECT outcome FROM idem_claim('hostile', 'nul-fp', '\x0000000000');
 SELECT outcome FROM idem_claim('hostile', 'nul-fp', '\x0000000000', wait => false);
@@ -83,17 +76,17 @@ SELECT outcome FROM idem_claim('hostile', 'nul-fp', '\x00000000');
 SELECT idem_inbox_receive('hostile', 'nul-payload', '\x00', true, NULL, '\x000000');
 
 -- NaN and Infinity are not JSON ----------------------------------------------------------------
-SELECT hostile_try($$SELECT idem_canonical_json('NaN')$$);
-SELECT hostile_try($$SELECT idem_fingerprint('{"amount": NaN}')$$);
-SELECT hostile_try($$SELECT idem_fingerprint('[Infinity]')$$);
-SELECT hostile_try($$SELECT idem_fingerprint('[-Infinity]')$$);
-SELECT hostile_try($$SELECT idem_fingerprint('NaN'::jsonb)$$);
+SELECT try($$SELECT idem_canonical_json('NaN')$$);
+SELECT try($$SELECT idem_fingerprint('{"amount": NaN}')$$);
+SELECT try($$SELECT idem_fingerprint('[Infinity]')$$);
+SELECT try($$SELECT idem_fingerprint('[-Infinity]')$$);
+SELECT try($$SELECT idem_fingerprint('NaN'::jsonb)$$);
 -- a float8 NaN turned into jsonb becomes a string, which is a correct JSON value
 SELECT idem_canonical_json(to_jsonb('NaN'::float8));
 -- numbers beyond IEEE-754: 22003 unless exact_numbers
-SELECT hostile_try($$SELECT idem_fingerprint('1e400')$$);
+SELECT try($$SELECT idem_fingerprint('1e400')$$);
 SELECT idem_canonical_json('1e400', exact_numbers => true);
-SELECT hostile_try($$SELECT idem_canonical_json('1' || repeat('0', 100000))$$);
+SELECT try($$SELECT idem_canonical_json('1' || repeat('0', 100000))$$);
 
 -- Absurd settings and arguments ----------------------------------------------------------------
 -- out-of-range settings (22023, the setting unchanged): sql/settings.sql
@@ -104,43 +97,43 @@ SELECT outcome, attempt FROM idem_claim('hostile', 'max-settings');
 RESET idempotency.default_lease;
 RESET idempotency.default_ttl;
 -- negative, zero, inverted and overflowing intervals: 22023 / 22008, nothing written
-SELECT hostile_try($$SELECT idem_claim('hostile', 'neg', NULL, '-1 second')$$);
-SELECT hostile_try($$SELECT idem_claim('hostile', 'neg', NULL, '0')$$);
-SELECT hostile_try($$SELECT idem_claim('hostile', 'neg', NULL, NULL, '-1 day')$$);
-SELECT hostile_try($$SELECT idem_claim('hostile', 'neg', NULL, '1 month -40 days')$$);
-SELECT hostile_try($$SELECT idem_claim('hostile', 'neg', NULL, '100 years')$$);
-SELECT hostile_try($$SELECT idem_claim('hostile', 'neg', NULL, NULL, '1000000 years')$$);
-SELECT hostile_try($$SELECT idem_claim('hostile', 'neg', NULL, '178000000 years', '178000000 years')$$);
-SELECT hostile_try($$SELECT idem_inbox_receive('hostile', 'neg', NULL, false, NULL, NULL, NULL, NULL, '-1 day')$$);
-SELECT hostile_try($$SELECT idem_inbox_receive('hostile', 'neg', NULL, false, NULL, NULL, NULL, NULL, '1000000 years')$$);
+SELECT try($$SELECT idem_claim('hostile', 'neg', NULL, '-1 second')$$);
+SELECT try($$SELECT idem_claim('hostile', 'neg', NULL, '0')$$);
+SELECT try($$SELECT idem_claim('hostile', 'neg', NULL, NULL, '-1 day')$$);
+SELECT try($$SELECT idem_claim('hostile', 'neg', NULL, '1 month -40 days')$$);
+SELECT try($$SELECT idem_claim('hostile', 'neg', NULL, '100 years')$$);
+SELECT try($$SELECT idem_claim('hostile', 'neg', NULL, NULL, '1000000 years')$$);
+SELECT try($$SELECT idem_claim('hostile', 'neg', NULL, '178000000 years', '178000000 years')$$);
+SELECT try($$SELECT idem_inbox_receive('hostile', 'neg', NULL, false, NULL, NULL, NULL, NULL, '-1 day')$$);
+SELECT try($$SELECT idem_inbox_receive('hostile', 'neg', NULL, false, NULL, NULL, NULL, NULL, '1000000 years')$$);
 SELECT * FROM hostile_written;
 -- a lease of 100 years with a TTL to match: claimed, and in_progress for a century
 SELECT outcome, attempt, lease_expires_at - now() > '36000 days' AS century
 FROM idem_claim('hostile', 'century', NULL, '100 years', '100 years');
 SELECT outcome FROM idem_claim('hostile', 'century', NULL, wait => false);
-SELECT hostile_try($$SELECT idem_heartbeat('hostile', 'century', 1, '1000000 years')$$);
+SELECT try($$SELECT idem_heartbeat('hostile', 'century', 1, '1000000 years')$$);
 SELECT idem_heartbeat('hostile', 'century', 1, '100 years') - now() > '36000 days' AS heartbeat_century;
 -- attempt numbers out of range
-SELECT hostile_try($$SELECT idem_complete('hostile', 'century', -2147483648)$$);
-SELECT hostile_try($$SELECT idem_complete('hostile', 'century', 2147483647)$$);
+SELECT try($$SELECT idem_complete('hostile', 'century', -2147483648)$$);
+SELECT try($$SELECT idem_complete('hostile', 'century', 2147483647)$$);
 -- batch sizes
-SELECT hostile_try($$SELECT * FROM idem_inbox_next('hostile', 0)$$);
-SELECT hostile_try($$SELECT * FROM idem_inbox_next('hostile', -1)$$);
-SELECT hostile_try($$SELECT * FROM idem_inbox_next('hostile', 2147483647)$$);
+SELECT try($$SELECT * FROM idem_inbox_next('hostile', 0)$$);
+SELECT try($$SELECT * FROM idem_inbox_next('hostile', -1)$$);
+SELECT try($$SELECT * FROM idem_inbox_next('hostile', 2147483647)$$);
 SELECT count(*) AS leased FROM idem_inbox_next('hostile', 10000);
-SELECT hostile_try($$SELECT idem_purge(batch_size => 0)$$);
-SELECT hostile_try($$SELECT idem_purge(batch_size => -1)$$);
+SELECT try($$SELECT idem_purge(batch_size => 0)$$);
+SELECT try($$SELECT idem_purge(batch_size => -1)$$);
 
 -- Cancellation of a long canonicalisation (statement_timeout): 57014, nothing written ----------
 -- (50 MB of numbers as text, 20 MB as jsonb: each call takes 10x to 25x the timeout)
 CREATE TEMP TABLE hostile_big AS SELECT '[' || repeat('1234567.5,', 5242880) || '0]' AS doc;
 CREATE TEMP TABLE hostile_bigj AS SELECT ('[' || repeat('1234567.5,', 2097152) || '0]')::jsonb AS doc;
 SET statement_timeout = '10ms';
-SELECT hostile_try($$SELECT idem_fingerprint(doc) FROM hostile_big$$);
-SELECT hostile_try($$SELECT idem_canonical_json(doc) FROM hostile_big$$);
-SELECT hostile_try($$SELECT idem_fingerprint(doc) FROM hostile_bigj$$);
-SELECT hostile_try($$SELECT idem_canonical_json(doc) FROM hostile_bigj$$);
-SELECT hostile_try($$SELECT idem_claim('hostile', 'cancelled', idem_fingerprint(doc)) FROM hostile_big$$);
+SELECT try($$SELECT idem_fingerprint(doc) FROM hostile_big$$);
+SELECT try($$SELECT idem_canonical_json(doc) FROM hostile_big$$);
+SELECT try($$SELECT idem_fingerprint(doc) FROM hostile_bigj$$);
+SELECT try($$SELECT idem_canonical_json(doc) FROM hostile_bigj$$);
+SELECT try($$SELECT idem_claim('hostile', 'cancelled', idem_fingerprint(doc)) FROM hostile_big$$);
 RESET statement_timeout;
 SELECT count(*) AS cancelled_claims FROM idempotency.records WHERE key = 'cancelled';
 -- the backend is fine afterwards
@@ -149,7 +142,7 @@ SELECT idem_canonical_json('{"b": 1, "a": [true, null]}');
 -- Invalid UTF-8 in the raw-text functions --------------------------------------------------------
 -- A UTF-8 database cannot hold invalid UTF-8 in text (the input functions refuse it), so it is
 -- tried in a SQL_ASCII database, whose text values are unchecked bytes.
-SELECT hostile_try($$SELECT convert_from('\x22ff22', 'UTF8')$$);
+SELECT try($$SELECT convert_from('\x22ff22', 'UTF8')$$);
 \c contrib_regression
 SET client_min_messages = warning;
 DROP DATABASE IF EXISTS idem_hostile_sql_ascii;
@@ -157,18 +150,12 @@ CREATE DATABASE idem_hostile_sql_ascii ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CT
 \c idem_hostile_sql_ascii
 SET client_min_messages = warning;
 CREATE EXTENSION idempotency;
-CREATE FUNCTION hostile_try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
-SELECT hostile_try($$SELECT idem_canonical_json(E'"\xff"')$$);
-SELECT hostile_try($$SELECT idem_fingerprint(E'{"a": "\xc3\x28"}')$$);
-SELECT hostile_try($$SELECT idem_fingerprint(E'{"\xed\xa0\x80": 1}')$$);
-SELECT hostile_try($$SELECT idem_canonical_json(E'"\xf4\x90\x80\x80"')$$);
-SELECT hostile_try($$SELECT idem_canonical_json(E'"\xc0\xaf"')$$);
+\i test/regress/helpers.sql
+SELECT try($$SELECT idem_canonical_json(E'"\xff"')$$);
+SELECT try($$SELECT idem_fingerprint(E'{"a": "\xc3\x28"}')$$);
+SELECT try($$SELECT idem_fingerprint(E'{"\xed\xa0\x80": 1}')$$);
+SELECT try($$SELECT idem_canonical_json(E'"\xf4\x90\x80\x80"')$$);
+SELECT try($$SELECT idem_canonical_json(E'"\xc0\xaf"')$$);
 SELECT idem_canonical_json(E'"\xc3\xa9"') = E'"\xc3\xa9"' AS valid_utf8_kept;
 -- keys are bytes: an invalid UTF-8 key is stored and found byte for byte
 SELECT outcome FROM idem_claim('hostile', E'k\xff');
@@ -185,4 +172,4 @@ WHERE consumer LIKE 'hostile%' ORDER BY event_id;
 DELETE FROM idempotency.records WHERE scope LIKE 'hostile%';
 DELETE FROM idempotency.inbox WHERE consumer LIKE 'hostile%';
 DROP VIEW hostile_written;
-DROP FUNCTION hostile_try(text);
+DROP FUNCTION try(text, boolean);

@@ -6,14 +6,7 @@ CREATE TEMP VIEW ib AS
 SELECT consumer, event_id, status, attempt, event_type, convert_from(payload, 'UTF8') AS payload,
        entity_key, entity_seq, last_error, lease_expires_at IS NOT NULL AS leased
 FROM idempotency.inbox WHERE consumer LIKE 't\_%' ORDER BY consumer, event_id;
--- runs a statement and shows its SQLSTATE and message instead of failing
-CREATE FUNCTION pg_temp.err(q text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE q;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/regress/helpers.sql
 
 -- inline mode: new once per consumer, duplicate afterwards, per consumer group
 SELECT idem_inbox_receive('t_billing', 'evt-1');
@@ -107,18 +100,18 @@ SELECT idem_inbox_receive('t_lease', 'l-1', enqueue => true, payload => '\x01');
 SELECT event_id, attempt FROM idem_inbox_next('t_lease', 1, interval '1 millisecond');
 SELECT pg_sleep(0.02);
 SELECT event_id, attempt FROM idem_inbox_next('t_lease', 1);
-SELECT pg_temp.err($$SELECT idem_inbox_done('t_lease', 'l-1', 1)$$);
-SELECT pg_temp.err($$SELECT idem_inbox_fail('t_lease', 'l-1', 1)$$);
+SELECT try($$SELECT idem_inbox_done('t_lease', 'l-1', 1)$$);
+SELECT try($$SELECT idem_inbox_fail('t_lease', 'l-1', 1)$$);
 SELECT idem_inbox_done('t_lease', 'l-1', 1); -- with detail and hint
 SELECT idem_inbox_done('t_lease', 'l-1', 2);
 -- finished: IK003, also for the attempt that finished it
-SELECT pg_temp.err($$SELECT idem_inbox_done('t_lease', 'l-1', 2)$$);
-SELECT pg_temp.err($$SELECT idem_inbox_fail('t_lease', 'l-1', 2)$$);
+SELECT try($$SELECT idem_inbox_done('t_lease', 'l-1', 2)$$);
+SELECT try($$SELECT idem_inbox_fail('t_lease', 'l-1', 2)$$);
 -- unknown event: IK001
-SELECT pg_temp.err($$SELECT idem_inbox_done('t_lease', 'nope', 1)$$);
+SELECT try($$SELECT idem_inbox_done('t_lease', 'nope', 1)$$);
 -- queued, never taken: IK002
 SELECT idem_inbox_receive('t_lease', 'l-2', enqueue => true);
-SELECT pg_temp.err($$SELECT idem_inbox_done('t_lease', 'l-2', 1)$$);
+SELECT try($$SELECT idem_inbox_done('t_lease', 'l-2', 1)$$);
 -- batches of many: each event once, FIFO by arrival
 SELECT idem_inbox_receive('t_batch', 'b-' || lpad(i::text, 2, '0'), enqueue => true) AS outcome,
        count(*) FROM generate_series(1, 25) i GROUP BY 1;
@@ -164,27 +157,27 @@ SELECT idem_inbox_receive('t_pay', 'p-pending', enqueue => true, event_type => '
                           entity_key => 'pay-1', entity_seq => 1);
 
 -- argument errors (nothing is written)
-SELECT pg_temp.err($$SELECT idem_inbox_receive(NULL, 'e')$$);
-SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', NULL)$$);
-SELECT pg_temp.err($$SELECT idem_inbox_receive('', 'e')$$);
-SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', '')$$);
-SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', repeat('x', 1025))$$);
-SELECT pg_temp.err($$SELECT idem_inbox_receive(repeat('c', 256), 'e')$$);
-SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', 'e', '\x')$$);
-SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', 'e', decode(repeat('00', 65), 'hex'))$$);
-SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', 'e', entity_key => 'k')$$);
-SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', 'e', entity_seq => 1)$$);
-SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', 'e', payload => '\x01')$$);
-SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', 'e', ttl => interval '0')$$);
-SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', 'e', ttl => interval '-1 day')$$);
-SELECT pg_temp.err($$SELECT idem_inbox_receive('t_err', 'e', ttl => interval '300000 years')$$);
-SELECT pg_temp.err($$SELECT * FROM idem_inbox_next('t_err', 0)$$);
-SELECT pg_temp.err($$SELECT * FROM idem_inbox_next('t_err', 10001)$$);
-SELECT pg_temp.err($$SELECT * FROM idem_inbox_next('t_err', 10, interval '0')$$);
-SELECT pg_temp.err($$SELECT * FROM idem_inbox_next(NULL)$$);
-SELECT pg_temp.err($$SELECT idem_inbox_done('t_err', 'e', 0)$$);
-SELECT pg_temp.err($$SELECT idem_inbox_done('t_err', 'e', NULL)$$);
-SELECT pg_temp.err($$SELECT idem_inbox_fail('t_err', 'e', 1, max_attempts => 0)$$);
+SELECT try($$SELECT idem_inbox_receive(NULL, 'e')$$);
+SELECT try($$SELECT idem_inbox_receive('t_err', NULL)$$);
+SELECT try($$SELECT idem_inbox_receive('', 'e')$$);
+SELECT try($$SELECT idem_inbox_receive('t_err', '')$$);
+SELECT try($$SELECT idem_inbox_receive('t_err', repeat('x', 1025))$$);
+SELECT try($$SELECT idem_inbox_receive(repeat('c', 256), 'e')$$);
+SELECT try($$SELECT idem_inbox_receive('t_err', 'e', '\x')$$);
+SELECT try($$SELECT idem_inbox_receive('t_err', 'e', decode(repeat('00', 65), 'hex'))$$);
+SELECT try($$SELECT idem_inbox_receive('t_err', 'e', entity_key => 'k')$$);
+SELECT try($$SELECT idem_inbox_receive('t_err', 'e', entity_seq => 1)$$);
+SELECT try($$SELECT idem_inbox_receive('t_err', 'e', payload => '\x01')$$);
+SELECT try($$SELECT idem_inbox_receive('t_err', 'e', ttl => interval '0')$$);
+SELECT try($$SELECT idem_inbox_receive('t_err', 'e', ttl => interval '-1 day')$$);
+SELECT try($$SELECT idem_inbox_receive('t_err', 'e', ttl => interval '300000 years')$$);
+SELECT try($$SELECT * FROM idem_inbox_next('t_err', 0)$$);
+SELECT try($$SELECT * FROM idem_inbox_next('t_err', 10001)$$);
+SELECT try($$SELECT * FROM idem_inbox_next('t_err', 10, interval '0')$$);
+SELECT try($$SELECT * FROM idem_inbox_next(NULL)$$);
+SELECT try($$SELECT idem_inbox_done('t_err', 'e', 0)$$);
+SELECT try($$SELECT idem_inbox_done('t_err', 'e', NULL)$$);
+SELECT try($$SELECT idem_inbox_fail('t_err', 'e', 1, max_attempts => 0)$$);
 SELECT count(*) AS err_rows FROM ib WHERE consumer = 't_err';
 
 -- privileges: a role granted the function needs no rights on the tables

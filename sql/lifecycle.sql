@@ -2,17 +2,7 @@
 \pset null '<NULL>'
 SET client_min_messages = warning;
 
--- lc_try(sql): 'ok' or 'SQLSTATE: message', plus the hint when there is one.
-CREATE FUNCTION lc_try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    hint text;
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS hint = PG_EXCEPTION_HINT;
-    RETURN SQLSTATE || ': ' || SQLERRM || CASE WHEN hint <> '' THEN E'\nHINT: ' || hint ELSE '' END;
-END $$;
+\i test/regress/helpers.sql
 -- lc_put(key, status, lease from now, expires from now): a record with the given times.
 CREATE FUNCTION lc_put(k text, st text, lease interval, expires interval) RETURNS void
 LANGUAGE sql AS $$
@@ -46,8 +36,8 @@ SELECT key, attempt, fingerprint, lease_expires_at < now() AS lease_ended, expir
 FROM idem_stuck();
 SELECT key FROM idem_stuck('30 minutes');
 SELECT key FROM idem_stuck('1 day');
-SELECT lc_try($$SELECT * FROM idem_stuck(NULL)$$);
-SELECT lc_try($$SELECT * FROM idem_stuck('-1 second')$$);
+SELECT try($$SELECT * FROM idem_stuck(NULL)$$, with_hint => true);
+SELECT try($$SELECT * FROM idem_stuck('-1 second')$$, with_hint => true);
 
 -- the batch bound: one iteration of at most 2 rows per table
 SELECT idem_purge(batch_size => 2, max_batches => 1);
@@ -79,28 +69,28 @@ CREATE TEMP TABLE lc_pos AS SELECT * FROM idem_purge_batch('records', 3);
 SELECT deleted, last IS NOT NULL AS more FROM lc_pos;
 SELECT deleted, last FROM idem_purge_batch('records', 3, (SELECT last FROM lc_pos));
 SELECT deleted, last FROM idem_purge_batch('records', 3);
-SELECT lc_try($$SELECT idem_purge_batch('nothing', 1)$$);
-SELECT lc_try($$SELECT idem_purge_batch('records', 0)$$);
-SELECT lc_try($$SELECT idem_purge_batch('records', NULL)$$);
-SELECT lc_try($$SELECT idem_purge_batch('records', 1, NULL)$$);
-SELECT lc_try($$SELECT idem_purge_batch('records', 1, '(0,0)', NULL)$$);
+SELECT try($$SELECT idem_purge_batch('nothing', 1)$$, with_hint => true);
+SELECT try($$SELECT idem_purge_batch('records', 0)$$, with_hint => true);
+SELECT try($$SELECT idem_purge_batch('records', NULL)$$, with_hint => true);
+SELECT try($$SELECT idem_purge_batch('records', 1, NULL)$$, with_hint => true);
+SELECT try($$SELECT idem_purge_batch('records', 1, '(0,0)', NULL)$$, with_hint => true);
 
 -- argument errors
-SELECT lc_try($$SELECT idem_purge(0)$$);
-SELECT lc_try($$SELECT idem_purge(NULL)$$);
-SELECT lc_try($$SELECT idem_purge(max_batches => -1)$$);
-SELECT lc_try($$SELECT idem_purge(include_stuck => NULL)$$);
-SELECT lc_try($$SELECT idem_purge(stuck_older_than => '-1 minute')$$);
-SELECT lc_try($$SELECT idem_purge(stuck_older_than => NULL)$$);
+SELECT try($$SELECT idem_purge(0)$$, with_hint => true);
+SELECT try($$SELECT idem_purge(NULL)$$, with_hint => true);
+SELECT try($$SELECT idem_purge(max_batches => -1)$$, with_hint => true);
+SELECT try($$SELECT idem_purge(include_stuck => NULL)$$, with_hint => true);
+SELECT try($$SELECT idem_purge(stuck_older_than => '-1 minute')$$, with_hint => true);
+SELECT try($$SELECT idem_purge(stuck_older_than => NULL)$$, with_hint => true);
 
 -- idem_purge_loop: commits per batch, returns the count
 SELECT lc_put('loop-' || i, 'failed', NULL, '-1 hour') FROM generate_series(1, 7) i;
 CALL idem_purge_loop(batch_size => 2);
 CALL idem_purge_loop();
-SELECT lc_try($$CALL idem_purge_loop(max_duration => NULL)$$);
+SELECT try($$CALL idem_purge_loop(max_duration => NULL)$$, with_hint => true);
 -- inside a transaction block it cannot commit
 BEGIN;
-SELECT lc_try($$CALL idem_purge_loop()$$);
+SELECT try($$CALL idem_purge_loop()$$, with_hint => true);
 ROLLBACK;
 
 -- the inbox: only settled entries (done, failed, stale) past their retention
@@ -126,7 +116,7 @@ SELECT lc_put('role-stuck', 'processing', '-1 hour', '1 hour');
 SET ROLE regress_idem_lifecycle;
 SELECT idem_purge();
 SELECT key FROM idem_stuck();
-SELECT lc_try($$SELECT count(*) FROM idempotency.records$$);
+SELECT try($$SELECT count(*) FROM idempotency.records$$, with_hint => true);
 RESET ROLE;
 SELECT key FROM lc_rec WHERE key LIKE 'role%';
 REVOKE ALL ON FUNCTION idem_purge(integer, integer, boolean, interval),
@@ -137,14 +127,14 @@ DROP ROLE regress_idem_lifecycle;
 -- scheduling: the regression database is not the cron database (cron.database_name); the hint
 -- is the exact SQL to run there
 SHOW cron.database_name;
-SELECT lc_try($$SELECT idem_schedule_purge()$$);
-SELECT lc_try($$SELECT idem_schedule_purge('0 * * * *', 'shop', 500)$$);
-SELECT lc_try($$SELECT idem_unschedule_purge()$$);
-SELECT lc_try($$SELECT idem_schedule_purge(NULL)$$);
-SELECT lc_try($$SELECT idem_schedule_purge(batch_size => 0)$$);
+SELECT try($$SELECT idem_schedule_purge()$$, with_hint => true);
+SELECT try($$SELECT idem_schedule_purge('0 * * * *', 'shop', 500)$$, with_hint => true);
+SELECT try($$SELECT idem_unschedule_purge()$$, with_hint => true);
+SELECT try($$SELECT idem_schedule_purge(NULL)$$, with_hint => true);
+SELECT try($$SELECT idem_schedule_purge(batch_size => 0)$$, with_hint => true);
 
 DELETE FROM idempotency.records;
 DELETE FROM idempotency.inbox;
 DROP VIEW lc_rec;
 DROP FUNCTION lc_put(text, text, interval, interval);
-DROP FUNCTION lc_try(text);
+DROP FUNCTION try(text, boolean);

@@ -7,10 +7,14 @@ DROP DATABASE IF EXISTS idem_upgrade_regression;
 CREATE DATABASE idem_upgrade_regression;
 \c idem_upgrade_regression
 SET client_min_messages = warning;
+\i test/regress/helpers.sql
 
 -- the update path 0.1 -> 0.2 exists; a plain CREATE EXTENSION follows it
 SELECT source, target, path FROM pg_extension_update_paths('idempotency')
 WHERE source = '0.1' AND target = '0.2';
+-- and on to 0.3
+SELECT source, target, path FROM pg_extension_update_paths('idempotency')
+WHERE target = '0.3' ORDER BY source;
 SELECT name, version, installed FROM pg_available_extension_versions
 WHERE name = 'idempotency' ORDER BY version;
 SELECT default_version FROM pg_available_extensions WHERE name = 'idempotency';
@@ -112,9 +116,63 @@ SELECT count(*) AS differences FROM (
        AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idempotency')
      EXCEPT SELECT member FROM upgraded_members)) d;
 
+-- 0.2 -> 0.3: idem_schedule_purge and idem_unschedule_purge check the pg_cron precondition
+-- through one internal helper; they answer as in 0.2 (here: not the cron database, NULL and
+-- range errors), keep their comments and grants, and the records survive
+DROP EXTENSION idempotency;
+CREATE EXTENSION idempotency VERSION '0.2';
+SELECT outcome, attempt FROM idem_claim('up/c', 'done', '\x05');
+SELECT idem_complete('up/c', 'done', 1, 'r5', '{"id": 5}', 201);
+SELECT outcome, attempt FROM idem_claim('up/c', 'open', '\x06', '1 hour');
+GRANT EXECUTE ON FUNCTION idem_schedule_purge(text, name, integer),
+    idem_unschedule_purge(name) TO idem_upgrade_app;
+CREATE TABLE before_03 AS
+    SELECT scope, key, status, fingerprint, attempt, resource_id, response, response_status,
+           created_at, updated_at, lease_expires_at, expires_at
+    FROM idempotency.records;
+CREATE TEMP VIEW cron_answers AS
+    SELECT 'schedule' AS call, try($$SELECT idem_schedule_purge()$$, with_hint => true) AS answer
+    UNION ALL SELECT 'schedule shop', try($$SELECT idem_schedule_purge('0 * * * *', 'shop', 500)$$, with_hint => true)
+    UNION ALL SELECT 'schedule NULL', try($$SELECT idem_schedule_purge(NULL)$$, with_hint => true)
+    UNION ALL SELECT 'schedule batch 0', try($$SELECT idem_schedule_purge(batch_size => 0)$$, with_hint => true)
+    UNION ALL SELECT 'unschedule', try($$SELECT idem_unschedule_purge()$$, with_hint => true)
+    UNION ALL SELECT 'unschedule NULL', try($$SELECT idem_unschedule_purge(NULL)$$, with_hint => true)
+    UNION ALL SELECT 'comments', obj_description('idem_schedule_purge(text,name,integer)'::regprocedure, 'pg_proc')
+                                 || ' / ' || obj_description('idem_unschedule_purge(name)'::regprocedure, 'pg_proc')
+    UNION ALL SELECT 'app grants', has_function_privilege('idem_upgrade_app', 'idem_schedule_purge(text,name,integer)', 'EXECUTE')::text
+                                   || ' ' || has_function_privilege('idem_upgrade_app', 'idem_unschedule_purge(name)', 'EXECUTE')::text
+    UNION ALL SELECT 'public grants', has_function_privilege('public', 'idem_schedule_purge(text,name,integer)', 'EXECUTE')::text
+                                      || ' ' || has_function_privilege('public', 'idem_unschedule_purge(name)', 'EXECUTE')::text;
+CREATE TABLE cron_answers_02 AS TABLE cron_answers;
+SELECT to_regprocedure('idempotency.require_pg_cron(text)') AS helper_in_02;
+ALTER EXTENSION idempotency UPDATE TO '0.3';
+SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
+SELECT call, answer FROM cron_answers_02 ORDER BY call;
+-- the same answers, comments and grants under 0.3 (no row differs either way)
+SELECT count(*) AS differences FROM (
+    (TABLE cron_answers_02 EXCEPT TABLE cron_answers)
+    UNION ALL (TABLE cron_answers EXCEPT TABLE cron_answers_02)) d;
+SELECT count(*) AS differences FROM (
+    (SELECT scope, key, status, fingerprint, attempt, resource_id, response, response_status,
+            created_at, updated_at, lease_expires_at, expires_at FROM idempotency.records
+     EXCEPT TABLE before_03)
+    UNION ALL
+    (TABLE before_03
+     EXCEPT SELECT scope, key, status, fingerprint, attempt, resource_id, response, response_status,
+            created_at, updated_at, lease_expires_at, expires_at FROM idempotency.records)) d;
+-- the helper: a member of the extension in schema idempotency, with a comment, not PUBLIC's
+SELECT p.oid::regprocedure AS helper,
+       EXISTS (SELECT FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+               WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+                 AND e.extname = 'idempotency') AS member,
+       obj_description(p.oid, 'pg_proc') IS NOT NULL AS has_comment,
+       has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute
+FROM pg_proc p WHERE p.oid = to_regprocedure('idempotency.require_pg_cron(text)');
+SELECT outcome, attempt FROM idem_claim('up/c', 'open', '\x06', wait => false);
+
 -- updating to the installed version is a no-op notice, an unknown version an error
 SET client_min_messages = notice;
-ALTER EXTENSION idempotency UPDATE TO '0.2';
+ALTER EXTENSION idempotency UPDATE TO '0.3';
 \set VERBOSITY terse
 ALTER EXTENSION idempotency UPDATE TO '9.9';
 \set VERBOSITY default

@@ -1,10 +1,13 @@
-// SPI helpers: saved plans, the extension owner, and entering/leaving SPI as that owner.
+// SPI helpers: saved plans, the extension owner, entering/leaving SPI as that owner, and the
+// result row type of a function.
 #include "spi_util.hpp"
 
 extern "C" {
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
+#include "funcapi.h"
+#include "utils/memutils.h"
 #include "utils/inval.h"
 #include "utils/syscache.h"
 }
@@ -86,6 +89,19 @@ uint64 exec(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only, l
 // One column of the current SPI result.
 Datum col(uint64 row, int attno, bool *isnull) {
     return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, attno, isnull);
+}
+
+// Asks the function manager once per call site and keeps the blessed copy in fn_mcxt.
+TupleDesc result_desc(FunctionCallInfo fcinfo) {
+    if (fcinfo->flinfo->fn_extra == nullptr) {
+        TupleDesc td;
+        if (get_call_result_type(fcinfo, nullptr, &td) != TYPEFUNC_COMPOSITE)
+            elog(ERROR, "return type must be a row type");
+        MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+        fcinfo->flinfo->fn_extra = BlessTupleDesc(CreateTupleDescCopy(td));
+        MemoryContextSwitchTo(old);
+    }
+    return static_cast<TupleDesc>(fcinfo->flinfo->fn_extra);
 }
 
 } // namespace idem::pg

@@ -1,4 +1,5 @@
-// SPI helpers shared by the SQL functions: saved plans and running as the extension owner.
+// SPI helpers shared by the SQL functions: saved plans, running as the extension owner, and the
+// result row type.
 #pragma once
 
 #include "pg_cpp.hpp"
@@ -38,5 +39,8 @@ uint64 exec(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only, l
 
 // Column accessors for SPI_tuptable->vals[row]; attno is 1-based.
 Datum col(uint64 row, int attno, bool *isnull);
+
+// The blessed row type the calling function returns (a composite), cached for the call site.
+TupleDesc result_desc(FunctionCallInfo fcinfo);
 
 } // namespace idem::pg

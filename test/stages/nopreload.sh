@@ -15,7 +15,7 @@ trap 'test/pgcluster stop >/dev/null 2>&1' EXIT
 export PGHOST PGPORT PGUSER PGDATABASE PGOPTIONS='-c client_min_messages=warning'
 rc=0
 psql -qX -c "DROP DATABASE IF EXISTS tap_regression" -c "CREATE DATABASE tap_regression" || exit 1
-pg_prove -d tap_regression test/tap/ops.sql || rc=1
+pg_prove -d tap_regression test/tap/operations.sql || rc=1
 got=$(psql -qAtX -d tap_regression <<'SQL'
 CREATE EXTENSION idempotency;
 SHOW shared_preload_libraries;

@@ -3,16 +3,15 @@
 // record in the inbox through idem_inbox_receive).
 //
 // Payloads arrive as text or bytea; both are varlenas whose bytes are signed as they are (never
-// jsonb, which re-serialises). The core (core/webhook.hpp) does the parsing and the constant-time
+// jsonb, which re-serialises). The core (core/webhooks.hpp) does the parsing and the constant-time
 // comparison inside run_cpp; this file only gathers the bytes and the clock.
 #include "pg_cpp.hpp"
-#include "args.hpp"
-#include "guc.hpp"
+#include "errors.hpp"
+#include "settings.hpp"
 #include "crypto.hpp"
 #include "lease.hpp"
-#include "webhook.hpp"
+#include "webhooks.hpp"
 
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -81,25 +80,16 @@ void secrets_arg(FunctionCallInfo fcinfo, int argno, bool is_array, Secrets *out
 
 // The clock: now (or the current time) as unix microseconds, and the tolerance (or the
 // idempotency.webhook_tolerance setting).
-idem::webhook::Clock clock_args(FunctionCallInfo fcinfo, int tolerance_arg, int now_arg,
-                                idem::pg::PendingError *pe, bool *ok) {
+idem::webhooks::Clock clock_args(FunctionCallInfo fcinfo, int tolerance_arg, int now_arg) {
     TimestampTz now =
         PG_ARGISNULL(now_arg) ? GetCurrentTimestamp() : PG_GETARG_TIMESTAMPTZ(now_arg);
     if (TIMESTAMP_NOT_FINITE(now))
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("now must be finite")));
     constexpr int64 unix_offset =
         static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
-    idem::webhook::Clock clock{now + unix_offset,
-                               static_cast<int64>(idem::guc::webhook_tolerance_s) * USECS_PER_SEC};
-    *ok = true;
-    if (!PG_ARGISNULL(tolerance_arg)) {
-        Interval *iv = PG_GETARG_INTERVAL_P(tolerance_arg);
-        int32 month = iv->month, day = iv->day;
-        int64 time = iv->time;
-        *ok = idem::pg::run_cpp(
-            *pe, [&] { clock.tolerance_usec = idem::interval_usec(month, day, time); });
-    }
-    return clock;
+    return idem::webhooks::Clock{
+        now + unix_offset,
+        idem::pg::interval_arg_usec(fcinfo, tolerance_arg, idem::settings::webhook_tolerance_s)};
 }
 
 // Runs a verification in the core. *verdict is set on success; *malformed_header tells that the
@@ -108,10 +98,10 @@ struct VerifyInput {
     bool stripe;
     const Secrets *secrets;
     Bytes msg_id, timestamp, payload, header;
-    idem::webhook::Clock clock;
+    idem::webhooks::Clock clock;
 };
 
-bool run_verify(const VerifyInput &in, idem::webhook::Verdict *verdict, bool *malformed_header,
+bool run_verify(const VerifyInput &in, idem::webhooks::Verdict *verdict, bool *malformed_header,
                 idem::pg::PendingError *pe) {
     *malformed_header = false;
     return idem::pg::run_cpp(*pe, [&] {
@@ -122,13 +112,13 @@ bool run_verify(const VerifyInput &in, idem::webhook::Verdict *verdict, bool *ma
         std::string_view header(in.header.data, in.header.len);
         try {
             if (in.stripe)
-                *verdict = idem::webhook::verify_stripe(secrets, header, payload, in.clock);
+                *verdict = idem::webhooks::verify_stripe(secrets, header, payload, in.clock);
             else
-                *verdict = idem::webhook::verify_standard(
+                *verdict = idem::webhooks::verify_standard(
                     secrets, std::string_view(in.msg_id.data, in.msg_id.len),
                     std::string_view(in.timestamp.data, in.timestamp.len), payload, header,
                     in.clock);
-        } catch (const idem::webhook::MalformedHeader &) {
+        } catch (const idem::webhooks::MalformedHeader &) {
             *malformed_header = true;
             throw;
         }
@@ -153,28 +143,21 @@ Datum verify(FunctionCallInfo fcinfo, bool stripe, bool secrets_array) {
         in.header = bytes_arg(fcinfo, a++, "header");
         in.payload = bytes_arg(fcinfo, a++, "payload");
     }
+    in.clock = clock_args(fcinfo, a, a + 1);
     idem::pg::PendingError pe;
-    bool ok;
-    in.clock = clock_args(fcinfo, a, a + 1, &pe, &ok);
-    if (!ok)
-        idem::pg::raise(pe);
-    idem::webhook::Verdict verdict = idem::webhook::Verdict::InvalidSignature;
+    idem::webhooks::Verdict verdict = idem::webhooks::Verdict::InvalidSignature;
     bool malformed;
     if (!run_verify(in, &verdict, &malformed, &pe))
         idem::pg::raise(pe);
-    PG_RETURN_BOOL(verdict == idem::webhook::Verdict::Valid);
+    PG_RETURN_BOOL(verdict == idem::webhooks::Verdict::Valid);
 }
 
-// Copies a std::string result into a new text datum (the string is destroyed before palloc).
-bool run_sign(idem::pg::PendingError *pe, char *buf, size_t cap, size_t *len,
-              const std::function<std::string()> &fn) {
-    return idem::pg::run_cpp(*pe, [&] {
-        std::string s = fn();
-        if (s.size() > cap)
-            throw std::runtime_error("signature longer than expected");
-        memcpy(buf, s.data(), s.size());
-        *len = s.size();
-    });
+// Copies a signature header into buf (inside run_cpp: throws when it does not fit); its length.
+size_t copy_header(char *buf, size_t cap, const std::string &header) {
+    if (header.size() > cap)
+        throw std::runtime_error("signature longer than expected");
+    memcpy(buf, header.data(), header.size());
+    return header.size();
 }
 
 } // namespace
@@ -207,15 +190,14 @@ IDEM_PG_FUNCTION(idem_webhook_sign_standard) {
     Bytes ts = bytes_arg(fcinfo, 2, "msg_timestamp");
     Bytes payload = bytes_arg(fcinfo, 3, "payload");
     char buf[128];
-    size_t len = 0;
-    idem::pg::PendingError pe;
-    if (!run_sign(&pe, buf, sizeof buf, &len, [&] {
-            return idem::webhook::sign_standard(std::string_view(secret.data, secret.len),
-                                                std::string_view(msg_id.data, msg_id.len),
-                                                std::string_view(ts.data, ts.len),
-                                                std::string_view(payload.data, payload.len));
-        }))
-        idem::pg::raise(pe);
+    size_t len = idem::pg::call_cpp([&] {
+        return copy_header(
+            buf, sizeof buf,
+            idem::webhooks::sign_standard(std::string_view(secret.data, secret.len),
+                                          std::string_view(msg_id.data, msg_id.len),
+                                          std::string_view(ts.data, ts.len),
+                                          std::string_view(payload.data, payload.len)));
+    });
     PG_RETURN_TEXT_P(cstring_to_text_with_len(buf, static_cast<int>(len)));
 }
 
@@ -226,36 +208,38 @@ IDEM_PG_FUNCTION(idem_webhook_sign_stripe) {
     int64 ts = PG_GETARG_INT64(1);
     Bytes payload = bytes_arg(fcinfo, 2, "payload");
     char buf[128];
-    size_t len = 0;
-    idem::pg::PendingError pe;
-    if (!run_sign(&pe, buf, sizeof buf, &len, [&] {
-            return idem::webhook::sign_stripe(std::string_view(secret.data, secret.len), ts,
-                                              std::string_view(payload.data, payload.len));
-        }))
-        idem::pg::raise(pe);
+    size_t len = idem::pg::call_cpp([&] {
+        return copy_header(
+            buf, sizeof buf,
+            idem::webhooks::sign_stripe(std::string_view(secret.data, secret.len), ts,
+                                        std::string_view(payload.data, payload.len)));
+    });
     PG_RETURN_TEXT_P(cstring_to_text_with_len(buf, static_cast<int>(len)));
 }
 
-// idem_webhook_receive(consumer, scheme, secrets, event_id, payload, signature_header,
-// msg_timestamp, event_type, enqueue, entity_key, entity_seq, tolerance, ttl, now): verifies
-// and then records the event with idem_inbox_receive; a refused delivery writes nothing.
-IDEM_PG_FUNCTION(idem_webhook_receive) {
-    enum {
-        A_CONSUMER,
-        A_SCHEME,
-        A_SECRETS,
-        A_EVENT_ID,
-        A_PAYLOAD,
-        A_HEADER,
-        A_TIMESTAMP,
-        A_TYPE,
-        A_ENQUEUE,
-        A_ENTITY_KEY,
-        A_ENTITY_SEQ,
-        A_TOLERANCE,
-        A_TTL,
-        A_NOW
-    };
+namespace {
+
+// Argument positions of idem_webhook_receive.
+enum ReceiveArg {
+    A_CONSUMER,
+    A_SCHEME,
+    A_SECRETS,
+    A_EVENT_ID,
+    A_PAYLOAD,
+    A_HEADER,
+    A_TIMESTAMP,
+    A_TYPE,
+    A_ENQUEUE,
+    A_ENTITY_KEY,
+    A_ENTITY_SEQ,
+    A_TOLERANCE,
+    A_TTL,
+    A_NOW
+};
+
+// The verification input of idem_webhook_receive (scheme, secrets, event id, payload, clock);
+// the headers are read by receive_verdict.
+void receive_input(FunctionCallInfo fcinfo, Secrets *secrets, VerifyInput *in) {
     require_arg(fcinfo, A_CONSUMER, "consumer");
     require_arg(fcinfo, A_SCHEME, "scheme");
     char *scheme = TextDatumGetCString(PG_GETARG_DATUM(A_SCHEME));
@@ -264,50 +248,44 @@ IDEM_PG_FUNCTION(idem_webhook_receive) {
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("unknown webhook scheme \"%s\"", scheme),
                         errhint("Use 'standard' (Standard Webhooks) or 'stripe' (t=...,v1=...).")));
-    Secrets secrets;
-    secrets_arg(fcinfo, A_SECRETS, true, &secrets);
+    secrets_arg(fcinfo, A_SECRETS, true, secrets);
     require_arg(fcinfo, A_EVENT_ID, "event_id");
-    VerifyInput in{};
-    in.stripe = stripe;
-    in.secrets = &secrets;
-    in.payload = bytes_arg(fcinfo, A_PAYLOAD, "payload");
-    in.msg_id = varlena_bytes(PG_GETARG_DATUM(A_EVENT_ID));
+    in->stripe = stripe;
+    in->secrets = secrets;
+    in->payload = bytes_arg(fcinfo, A_PAYLOAD, "payload");
+    in->msg_id = varlena_bytes(PG_GETARG_DATUM(A_EVENT_ID));
     if (stripe && !PG_ARGISNULL(A_TIMESTAMP))
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("msg_timestamp is not used by the stripe scheme"),
                         errdetail("The signed timestamp is the t= item of the header.")));
+    in->clock = clock_args(fcinfo, A_TOLERANCE, A_NOW);
+}
 
+// The verdict on the delivery. Missing or malformed sender headers are a failed proof, not an
+// error of the receiver.
+idem::webhooks::Verdict receive_verdict(FunctionCallInfo fcinfo, VerifyInput *in) {
+    if (PG_ARGISNULL(A_HEADER) || (!in->stripe && PG_ARGISNULL(A_TIMESTAMP)))
+        return idem::webhooks::Verdict::InvalidSignature;
+    in->header = varlena_bytes(PG_GETARG_DATUM(A_HEADER));
+    if (!in->stripe)
+        in->timestamp = varlena_bytes(PG_GETARG_DATUM(A_TIMESTAMP));
     idem::pg::PendingError pe;
-    bool ok;
-    in.clock = clock_args(fcinfo, A_TOLERANCE, A_NOW, &pe, &ok);
-    if (!ok)
-        idem::pg::raise(pe);
-
-    // Missing or malformed sender headers are a failed proof, not an error of the receiver.
-    idem::webhook::Verdict verdict = idem::webhook::Verdict::InvalidSignature;
-    if (!PG_ARGISNULL(A_HEADER) && (stripe || !PG_ARGISNULL(A_TIMESTAMP))) {
-        in.header = varlena_bytes(PG_GETARG_DATUM(A_HEADER));
-        if (!stripe)
-            in.timestamp = varlena_bytes(PG_GETARG_DATUM(A_TIMESTAMP));
-        bool malformed;
-        if (!run_verify(in, &verdict, &malformed, &pe)) {
-            if (!malformed)
-                idem::pg::raise(pe);
-            verdict = idem::webhook::Verdict::InvalidSignature;
-        }
+    idem::webhooks::Verdict verdict = idem::webhooks::Verdict::InvalidSignature;
+    bool malformed;
+    if (!run_verify(*in, &verdict, &malformed, &pe)) {
+        if (!malformed)
+            idem::pg::raise(pe);
+        verdict = idem::webhooks::Verdict::InvalidSignature;
     }
-    if (verdict != idem::webhook::Verdict::Valid)
-        PG_RETURN_TEXT_P(cstring_to_text(idem::webhook::verdict_name(verdict)));
+    return verdict;
+}
 
-    // The payload hash is the SHA-256 of the raw body.
-    idem::Digest digest{};
-    if (!idem::pg::run_cpp(
-            pe, [&] { digest = idem::sha256(std::string_view(in.payload.data, in.payload.len)); }))
-        idem::pg::raise(pe);
-    bytea *hash = static_cast<bytea *>(palloc(VARHDRSZ + digest.size()));
-    SET_VARSIZE(hash, VARHDRSZ + digest.size());
-    memcpy(VARDATA(hash), digest.data(), digest.size());
-
+// Records a verified event with idem_inbox_receive. The payload hash is the SHA-256 of the raw
+// body; an inline event keeps only the hash.
+Datum record_event(FunctionCallInfo fcinfo, Bytes payload) {
+    idem::Digest digest = idem::pg::call_cpp(
+        [&] { return idem::sha256(std::string_view(payload.data, payload.len)); });
+    bytea *hash = idem::pg::copy_bytea(digest.data(), digest.size());
     bool enqueue = PG_ARGISNULL(A_ENQUEUE) ? false : PG_GETARG_BOOL(A_ENQUEUE);
     LOCAL_FCINFO(inner, 9);
     InitFunctionCallInfoData(*inner, nullptr, 9, PG_GET_COLLATION(), nullptr, nullptr);
@@ -327,6 +305,21 @@ IDEM_PG_FUNCTION(idem_webhook_receive) {
     set(6, A_ENTITY_KEY, PG_ARGISNULL(A_ENTITY_KEY) ? (Datum)0 : PG_GETARG_DATUM(A_ENTITY_KEY));
     set(7, A_ENTITY_SEQ, PG_ARGISNULL(A_ENTITY_SEQ) ? (Datum)0 : PG_GETARG_DATUM(A_ENTITY_SEQ));
     set(8, A_TTL, PG_ARGISNULL(A_TTL) ? (Datum)0 : PG_GETARG_DATUM(A_TTL));
-    Datum outcome = idem_inbox_receive(inner);
-    PG_RETURN_DATUM(outcome);
+    return idem_inbox_receive(inner);
+}
+
+} // namespace
+
+// idem_webhook_receive(consumer, scheme, secrets, event_id, payload, signature_header,
+// msg_timestamp, event_type, enqueue, entity_key, entity_seq, tolerance, ttl, now): verifies
+// and then records the event with idem_inbox_receive; a refused delivery writes nothing.
+IDEM_PG_FUNCTION(idem_webhook_receive) {
+    Secrets secrets;
+    VerifyInput in{};
+    receive_input(fcinfo, &secrets, &in);
+    idem::webhooks::Verdict verdict = receive_verdict(fcinfo, &in);
+    if (verdict != idem::webhooks::Verdict::Valid)
+        PG_RETURN_TEXT_P(cstring_to_text(
+            idem::pg::call_cpp([&] { return idem::webhooks::verdict_name(verdict); })));
+    return record_event(fcinfo, in.payload);
 }

@@ -1,7 +1,7 @@
 // Cumulative counters in shared memory and their SQL functions: idem_counters(),
 // idem_counters_enabled(), idem_stats_reset().
 #include "pg_cpp.hpp"
-#include "stats.hpp"
+#include "operations.hpp"
 
 extern "C" {
 #include "funcapi.h"
@@ -16,12 +16,12 @@ namespace {
 
 // The shared state: one atomic per counter and the time of the last reset.
 struct SharedCounters {
-    pg_atomic_uint64 value[idem::stats::NumCounters];
+    pg_atomic_uint64 value[idem::operations::NumCounters];
     pg_atomic_uint64 reset_at; // TimestampTz of the creation or the last reset
 };
 
 // Names of the counters as shown by idem_counters(), in enum order.
-const char *const counter_names[idem::stats::NumCounters] = {
+const char *const counter_names[idem::operations::NumCounters] = {
     "claimed",   "replayed",       "in_progress",      "mismatch",
     "reclaimed", "refused_fenced", "refused_finished", "inbox_duplicate"};
 
@@ -55,7 +55,7 @@ void stats_shmem_startup() {
 
 } // namespace
 
-namespace idem::stats {
+namespace idem::operations {
 
 // Installs the hooks only while shared_preload_libraries are being loaded.
 void init() {
@@ -88,7 +88,7 @@ void count_inbox(const char *outcome) {
         count(InboxDuplicate);
 }
 
-} // namespace idem::stats
+} // namespace idem::operations
 
 // idem_counters(): one row (counter, value, stats_reset) per counter; value and stats_reset
 // are NULL when the library is not preloaded.
@@ -97,7 +97,7 @@ IDEM_PG_FUNCTION(idem_counters) {
     ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
     TimestampTz reset_at =
         shared ? static_cast<TimestampTz>(pg_atomic_read_u64(&shared->reset_at)) : 0;
-    for (int i = 0; i < idem::stats::NumCounters; i++) {
+    for (int i = 0; i < idem::operations::NumCounters; i++) {
         Datum values[3];
         bool nulls[3] = {false, shared == nullptr, shared == nullptr};
         values[0] = CStringGetTextDatum(counter_names[i]);

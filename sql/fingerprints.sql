@@ -1,85 +1,26 @@
--- idem_canonical_json, idem_fingerprint, idem_uuid_v7, idem_uuid_v7_time, idem_hmac_sha256,
--- idem_secure_equal: exact outputs, the RFC 8785 vectors through jsonb and text, errors.
+-- idem_canonical_json, idem_fingerprint: exact outputs, the RFC 8785 vectors through jsonb and
+-- text, errors. (idem_uuid_v7, idem_hmac_sha256, idem_secure_equal: sql/utilities.sql.)
 \pset null '<NULL>'
 SET client_min_messages = warning;
--- fp_try(sql): runs sql and reports 'ok' or 'SQLSTATE: message'.
-CREATE FUNCTION fp_try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+
+\i test/regress/helpers.sql
+
 -- canonical text: keys sorted, whitespace removed, numbers as ECMAScript prints them
 SELECT idem_canonical_json('{"b": 1.0, "a": [1e2, "x", null, true, false], "": -0}'::jsonb);
-            idem_canonical_json             
---------------------------------------------
- {"":0,"a":[100,"x",null,true,false],"b":1}
-(1 row)
-
 SELECT idem_canonical_json('{"b": 1.0, "a": [1e2, "x", null, true, false], "": -0}'::text);
-            idem_canonical_json             
---------------------------------------------
- {"":0,"a":[100,"x",null,true,false],"b":1}
-(1 row)
-
 SELECT idem_canonical_json('[1, 1.0, 1.00, 1e0, 10e-1, -0, 0.0, 1e21, 1e-7, 0.000001, 123456789012345678]'::jsonb);
-                  idem_canonical_json                   
---------------------------------------------------------
- [1,1,1,1,1,0,0,1e+21,1e-7,0.000001,123456789012345680]
-(1 row)
-
 SELECT idem_canonical_json('[1e400]'::text, exact_numbers => true);
- idem_canonical_json 
----------------------
- [1e+400]
-(1 row)
-
 SELECT idem_canonical_json('[9007199254740993, 9007199254740992, 0.1000000000000000000001]'::jsonb);
-           idem_canonical_json           
------------------------------------------
- [9007199254740992,9007199254740992,0.1]
-(1 row)
-
 SELECT idem_canonical_json('[9007199254740993, 9007199254740992, 0.1000000000000000000001]'::jsonb, true);
-                     idem_canonical_json                      
---------------------------------------------------------------
- [9007199254740993,9007199254740992,0.1000000000000000000001]
-(1 row)
-
 SELECT idem_canonical_json('"\u0001\b\t\n\f\r\u001f\"\\\/\u007f\u00e9\ud83d\ude00"'::jsonb);
-         idem_canonical_json          
---------------------------------------
- "\u0001\b\t\n\f\r\u001f\"\\/\x7Fé😀"
-(1 row)
-
 -- scalars at the top level
 SELECT idem_canonical_json('5.50'::jsonb), idem_canonical_json('"x"'::jsonb),
        idem_canonical_json('null'::jsonb), idem_canonical_json('true'::text);
- idem_canonical_json | idem_canonical_json | idem_canonical_json | idem_canonical_json 
----------------------+---------------------+---------------------+---------------------
- 5.5                 | "x"                 | null                | true
-(1 row)
-
 -- UTF-16 key order: U+E000 sorts after U+1F600 (jsonb itself orders keys by length first)
 SELECT idem_canonical_json(jsonb_build_object(U&'\E000', 1, U&'\+01F600', 2, 'é', 3, 'zz', 4, 'z', 5));
-        idem_canonical_json        
------------------------------------
- {"z":5,"zz":4,"é":3,"😀":2,"":1}
-(1 row)
-
 -- \u0000 in a string: jsonb cannot hold it, raw text can, and JCS writes it as \u0000
 SELECT idem_canonical_json('{"a\u0000b": "x\u0000"}'::text);
-  idem_canonical_json   
-------------------------
- {"a\u0000b":"x\u0000"}
-(1 row)
-
-SELECT fp_try($$SELECT '{"a\u0000b": 1}'::jsonb$$);
-                   fp_try                   
---------------------------------------------
- 22P05: unsupported Unicode escape sequence
-(1 row)
+SELECT try($$SELECT '{"a\u0000b": 1}'::jsonb$$);
 
 -- the six RFC 8785 vectors (test/vectors/jcs), through jsonb and through text
 \set arrays_in `cat test/vectors/jcs/input/arrays.json`
@@ -103,22 +44,7 @@ FROM (VALUES ('arrays', :'arrays_in', :'arrays_out'), ('french', :'french_in', :
              ('unicode', :'unicode_in', :'unicode_out'), ('values', :'values_in', :'values_out'),
              ('weird', :'weird_in', :'weird_out')) v(name, i, o)
 ORDER BY name;
-    name    | jsonb_ok | text_ok | fp_jsonb_ok | fp_text_ok | out_chars 
-------------+----------+---------+-------------+------------+-----------
- arrays     | t        | t       | t           | t          |        32
- french     | t        | t       | t           | t          |       127
- structures | t        | t       | t           | t          |        98
- unicode    | t        | t       | t           | t          |        29
- values     | t        | t       | t           | t          |       116
- weird      | t        | t       | t           | t          |       205
-(6 rows)
-
 SELECT idem_canonical_json(:'values_in'::text);
-                                                 idem_canonical_json                                                  
-----------------------------------------------------------------------------------------------------------------------
- {"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}
-(1 row)
-
 -- the direct jsonb walker (no filters) against the raw-text parser and the iterator path (any
 -- filter, even one that matches nothing, takes the iterator path)
 SELECT name, idem_canonical_json(i::jsonb) = idem_canonical_json(i::jsonb::text) AS walker_eq_text,
@@ -127,26 +53,12 @@ SELECT name, idem_canonical_json(i::jsonb) = idem_canonical_json(i::jsonb::text)
 FROM (VALUES ('arrays', :'arrays_in'), ('french', :'french_in'), ('structures', :'structures_in'),
              ('unicode', :'unicode_in'), ('values', :'values_in'), ('weird', :'weird_in')) v(name, i)
 ORDER BY name;
-    name    | walker_eq_text | walker_eq_iterator | exact_eq 
-------------+----------------+--------------------+----------
- arrays     | t              | t                  | t
- french     | t              | t                  | t
- structures | t              | t                  | t
- unicode    | t              | t                  | t
- values     | t              | t                  | t
- weird      | t              | t                  | t
-(6 rows)
 
 -- Generated documents: keys and strings from characters where UTF-8 byte order and UTF-16 order
 -- disagree (U+E000..U+FFFF against supplementary-plane characters), escapes and control
 -- characters, nested arrays and objects (small, > 16 and > 24 members), numbers of every layout.
 -- The walker must give the text path's canonical form byte for byte, in both number modes.
 SELECT setseed(0.4242);
- setseed 
----------
- 
-(1 row)
-
 CREATE FUNCTION fp_gen_str() RETURNS text LANGUAGE sql VOLATILE AS $$
     SELECT string_agg((ARRAY['a', 'b', 'z', 'A', '0', ' ', '/', 'é', 'ÿ', U&'\0100', U&'\07FF',
                              U&'\0800', U&'\D7FF', U&'\E000', U&'\E001', U&'\FF01', U&'\FFFD',
@@ -204,11 +116,6 @@ SELECT count(*) AS docs,
        count(*) FILTER (WHERE idem_fingerprint(j) IS DISTINCT FROM idem_fingerprint(j, exclude => ARRAY['{no,such,path}'])) AS iterator_mismatches,
        count(*) FILTER (WHERE idem_fingerprint(j) IS DISTINCT FROM sha256(convert_to(idem_canonical_json(j::text), 'UTF8'))) AS fingerprint_mismatches
 FROM fp_docs;
- docs | has_objects | has_both_planes | strict_mismatches | exact_mismatches | iterator_mismatches | fingerprint_mismatches 
-------+-------------+-----------------+-------------------+------------------+---------------------+------------------------
-  400 | t           | t               |                 0 |                0 |                   0 |                      0
-(1 row)
-
 -- keys that differ only in the plane of their first character, in one object
 SELECT idem_canonical_json(o) = idem_canonical_json(o::text) AS planes_ok,
        regexp_replace(idem_canonical_json(o), '"[^"]*":', '', 'g') AS values_in_utf16_key_order
@@ -216,55 +123,23 @@ FROM (SELECT jsonb_object_agg(k, ord) AS o
       FROM unnest(ARRAY[U&'\FFFF', U&'\+010000', U&'\E000x', U&'\+01F600', U&'\D7FF', 'z',
                         U&'\E000', U&'\+10FFFF', U&'\FF01a', U&'\+01F600a'])
            WITH ORDINALITY AS t(k, ord)) s;
- planes_ok | values_in_utf16_key_order 
------------+---------------------------
- t         | {6,5,2,4,10,8,7,3,9,1}
-(1 row)
-
 -- long strings (escaped in pieces) and numbers the walker hands to numeric_out
 SELECT idem_canonical_json(j) = idem_canonical_json(j::text) AS long_ok, length(idem_canonical_json(j)) AS len
 FROM (SELECT jsonb_build_object(repeat('k"', 40000), repeat(E'a\u0001\\"é' || U&'\+01F600', 30000),
                                 'n', 1.00000000000000000000000000000000000000000000000000000000000000000001) AS j) s;
- long_ok |  len   
----------+--------
- t       | 510013
-(1 row)
-
 SELECT idem_canonical_json(j, true) = idem_canonical_json(j::text, true) AS big_numbers_ok
 FROM (SELECT jsonb_build_array(10::numeric ^ 300, -(10::numeric ^ 200 + 1), 1e-300, 2::numeric ^ 400) AS j) s;
- big_numbers_ok 
-----------------
- t
-(1 row)
-
 -- the walker leaves documents deeper than 200 levels to the iterator path
 SELECT d, idem_canonical_json(j) = idem_canonical_json(j::text) AS ok
 FROM (SELECT d, (repeat('{"b":[0,', d) || '1' || repeat(']}', d))::jsonb AS j FROM unnest(ARRAY[99, 100, 101, 150]) d) s
 ORDER BY d;
-  d  | ok 
------+----
-  99 | t
- 100 | t
- 101 | t
- 150 | t
-(4 rows)
-
 DROP FUNCTION fp_gen(int);
 DROP FUNCTION fp_gen_num();
 DROP FUNCTION fp_gen_str();
+
 -- fingerprints: SHA-256 of the canonical bytes; retries re-serialised differently agree
 SELECT idem_fingerprint('{"a":1}'::jsonb);
-                          idem_fingerprint                          
---------------------------------------------------------------------
- \x015abd7f5cc57a2dd94b7590f04ad8084273905ee33ec5cebeae62276a97f862
-(1 row)
-
 SELECT sha256('{"a":1}'::bytea) = idem_fingerprint('{"a":1}'::jsonb) AS same_as_sha256_of_canonical;
- same_as_sha256_of_canonical 
------------------------------
- t
-(1 row)
-
 SELECT count(DISTINCT f) AS distinct_fingerprints, count(*) AS payloads FROM (
     SELECT idem_fingerprint(p::jsonb) AS f FROM unnest(ARRAY[
         '{"amount":1.0,"currency":"EUR","items":[{"sku":"x","qty":1e0}]}',
@@ -275,271 +150,63 @@ SELECT count(DISTINCT f) AS distinct_fingerprints, count(*) AS payloads FROM (
         '{"amount":1.0,"currency":"EUR","items":[{"sku":"x","qty":1e0}]}',
         '{ "items" : [ { "qty" : 1 , "sku" : "x" } ] , "currency" : "EUR" , "amount" : 1.00 }',
         '{"currency":"\u0045UR","amount":10e-1,"items":[{"qty":1,"sku":"x"}]}']) p) s;
- distinct_fingerprints | payloads 
------------------------+----------
-                     1 |        6
-(1 row)
-
 -- a different request under the same key never passes as a retry
 SELECT idem_fingerprint('{"amount":1,"currency":"EUR"}'::jsonb) = idem_fingerprint('{"amount":2,"currency":"EUR"}'::jsonb) AS amount_changed,
        idem_fingerprint('{"amount":1}'::jsonb) = idem_fingerprint('{"amount":"1"}'::jsonb) AS type_changed,
        idem_fingerprint('[1,2]'::jsonb) = idem_fingerprint('[2,1]'::jsonb) AS order_changed;
- amount_changed | type_changed | order_changed 
-----------------+--------------+---------------
- f              | f            | f
-(1 row)
-
 -- exact numbers: distinct values stay distinct, equal values still agree
 SELECT idem_fingerprint('9007199254740993'::jsonb) = idem_fingerprint('9007199254740992'::jsonb) AS strict_collapses,
        idem_fingerprint('9007199254740993'::jsonb, exact_numbers => true) = idem_fingerprint('9007199254740992'::jsonb, exact_numbers => true) AS exact_collapses,
        idem_fingerprint('[1, -0]'::jsonb, exact_numbers => true) = idem_fingerprint('[1e0, 0.00]'::text, exact_numbers => true) AS exact_same_value;
- strict_collapses | exact_collapses | exact_same_value 
-------------------+-----------------+------------------
- t                | f               | t
-(1 row)
-
 -- an unknown-typed literal resolves to the text overload (strict raw-text parsing)
 SELECT idem_fingerprint('{"a":1}') = idem_fingerprint('{"a":1}'::jsonb) AS unknown_literal_ok,
-       fp_try($$SELECT idem_fingerprint('{"a":1,"a":2}')$$) AS unknown_literal_is_text;
- unknown_literal_ok |           unknown_literal_is_text           
---------------------+---------------------------------------------
- t                  | 22P02: duplicate member name in JSON object
-(1 row)
-
+       try($$SELECT idem_fingerprint('{"a":1,"a":2}')$$) AS unknown_literal_is_text;
 SELECT idem_canonical_json('{"a":1,"a":2}'::jsonb) AS jsonb_keeps_last_duplicate;
- jsonb_keeps_last_duplicate 
-----------------------------
- {"a":2}
-(1 row)
 
 -- include / exclude (paths in the #> operator's text-array form)
 \set req '{"amount":5,"currency":"EUR","meta":{"trace_id":"t1","source":"web"},"ts":1,"items":[{"sku":"a","qty":1},{"sku":"b","qty":2}]}'
 SELECT idem_fingerprint(:'req'::jsonb, exclude => ARRAY['{meta,trace_id}', 'ts'])
      = sha256(convert_to('{"amount":5,"currency":"EUR","items":[{"qty":1,"sku":"a"},{"qty":2,"sku":"b"}],"meta":{"source":"web"}}', 'UTF8')) AS exclude_ok;
- exclude_ok 
-------------
- t
-(1 row)
-
 SELECT idem_fingerprint(:'req'::jsonb, include => '{amount,currency}')
      = sha256(convert_to('{"amount":5,"currency":"EUR"}', 'UTF8')) AS include_ok;
- include_ok 
-------------
- t
-(1 row)
-
 SELECT idem_fingerprint(:'req'::jsonb, include => ARRAY['{items,1,sku}'])
      = sha256(convert_to('{"items":[{"sku":"b"}]}', 'UTF8')) AS include_index_ok;
- include_index_ok 
-------------------
- t
-(1 row)
-
 SELECT idem_fingerprint(:'req'::jsonb, exclude => ARRAY['{meta,trace_id}'], include => ARRAY['meta', 'amount'])
      = sha256(convert_to('{"amount":5,"meta":{"source":"web"}}', 'UTF8')) AS both_ok;
- both_ok 
----------
- t
-(1 row)
-
 SELECT idem_fingerprint(:'req'::jsonb, exclude => ARRAY['{meta,trace_id}', 'ts'])
      = idem_fingerprint('{"ts":99,"meta":{"source":"web","trace_id":"other"},"currency":"EUR","amount":5.0,"items":[{"qty":1,"sku":"a"},{"sku":"b","qty":2}]}'::text,
                         exclude => ARRAY['{meta,trace_id}', 'ts']) AS volatile_members_ignored;
- volatile_members_ignored 
---------------------------
- t
-(1 row)
-
 -- missing paths are ignored; empty arrays mean "no filter"
 SELECT idem_fingerprint(:'req'::jsonb, exclude => ARRAY['nope', '{items,9}', '{amount,x}']) = idem_fingerprint(:'req'::jsonb) AS missing_ignored,
        idem_fingerprint(:'req'::jsonb, exclude => '{}', include => '{}') = idem_fingerprint(:'req'::jsonb) AS empty_arrays_ok,
        idem_fingerprint(:'req'::jsonb, include => '{nope}') = sha256('{}'::bytea) AS nothing_included;
- missing_ignored | empty_arrays_ok | nothing_included 
------------------+-----------------+------------------
- t               | t               | t
-(1 row)
-
-SELECT fp_try($$SELECT idem_fingerprint('{"a":1}'::jsonb, exclude => ARRAY['{}'])$$);
-                  fp_try                  
-------------------------------------------
- 22023: an exclude path must not be empty
-(1 row)
-
-SELECT fp_try($$SELECT idem_fingerprint('{"a":1}'::jsonb, exclude => ARRAY[NULL::text])$$);
-                   fp_try                   
---------------------------------------------
- 22004: exclude must not contain NULL paths
-(1 row)
-
-SELECT fp_try($$SELECT idem_fingerprint('{"a":1}'::jsonb, exclude => ARRAY['{a,NULL}'])$$);
-                     fp_try                      
--------------------------------------------------
- 22004: path "{a,NULL}" in exclude contains NULL
-(1 row)
-
-SELECT fp_try($$SELECT idem_fingerprint('{"a":1}'::jsonb, include => ARRAY['{a,b']) $$);
-                 fp_try                 
-----------------------------------------
- 22P02: malformed array literal: "{a,b"
-(1 row)
-
-SELECT fp_try($$SELECT idem_fingerprint('{"a":1}'::jsonb, include => '{{a},{b}}')$$);
-                       fp_try                        
------------------------------------------------------
- 22023: include must be a one-dimensional text array
-(1 row)
+SELECT try($$SELECT idem_fingerprint('{"a":1}'::jsonb, exclude => ARRAY['{}'])$$);
+SELECT try($$SELECT idem_fingerprint('{"a":1}'::jsonb, exclude => ARRAY[NULL::text])$$);
+SELECT try($$SELECT idem_fingerprint('{"a":1}'::jsonb, exclude => ARRAY['{a,NULL}'])$$);
+SELECT try($$SELECT idem_fingerprint('{"a":1}'::jsonb, include => ARRAY['{a,b']) $$);
+SELECT try($$SELECT idem_fingerprint('{"a":1}'::jsonb, include => '{{a},{b}}')$$);
 
 -- NULL handling
 SELECT idem_fingerprint(NULL::jsonb) AS null_jsonb, idem_fingerprint(NULL::text) AS null_text,
        idem_canonical_json(NULL::jsonb) AS canon_null, idem_fingerprint('{"a":1}'::jsonb, NULL, NULL) IS NOT NULL AS null_filters_ok;
- null_jsonb | null_text | canon_null | null_filters_ok 
-------------+-----------+------------+-----------------
- <NULL>     | <NULL>    | <NULL>     | t
-(1 row)
-
-SELECT fp_try($$SELECT idem_fingerprint('{"a":1}'::jsonb, exact_numbers => NULL)$$);
-                fp_try                 
----------------------------------------
- 22004: exact_numbers must not be NULL
-(1 row)
+SELECT try($$SELECT idem_fingerprint('{"a":1}'::jsonb, exact_numbers => NULL)$$);
 
 -- errors: what I-JSON forbids in raw text, with SQLSTATEs
-SELECT q, fp_try(format('SELECT idem_fingerprint(%L::text)', q)) FROM unnest(ARRAY[
+SELECT q, try(format('SELECT idem_fingerprint(%L::text)', q)) FROM unnest(ARRAY[
     '{"a":1,"a":2}', '{"a":1,"\u0061":2}', '["\ud800"]', '"\udc00x"', '[NaN]', '{"x":-Infinity}',
     '[1e400]', '[1,]', '{"a" 1}', '01', '', '"a' || chr(9) || 'b"', '[1] x']) q;
-         q          |                         fp_try                         
---------------------+--------------------------------------------------------
- {"a":1,"a":2}      | 22P02: duplicate member name in JSON object
- {"a":1,"\u0061":2} | 22P02: duplicate member name in JSON object
- ["\ud800"]         | 22P02: lone surrogate in JSON string
- "\udc00x"          | 22P02: lone surrogate in JSON string
- [NaN]              | 22P02: NaN and Infinity are not JSON numbers
- {"x":-Infinity}    | 22P02: NaN and Infinity are not JSON numbers
- [1e400]            | 22003: JSON number is out of range for RFC 8785
- [1,]               | 22P02: unexpected character in JSON text
- {"a" 1}            | 22P02: expected ':' after a member name in JSON object
- 01                 | 22P02: invalid JSON number
-                    | 22P02: unexpected end of JSON text
- "a      b"         | 22P02: unescaped control character in JSON string
- [1] x              | 22P02: unexpected text after the JSON value
-(13 rows)
-
-SELECT fp_try($$SELECT idem_canonical_json('[1e400]'::jsonb)$$);
-                     fp_try                      
--------------------------------------------------
- 22003: JSON number is out of range for RFC 8785
-(1 row)
-
-SELECT fp_try($$SELECT idem_canonical_json(repeat('[', 100000) || repeat(']', 100000))$$);
-             fp_try              
----------------------------------
- 54001: JSON nesting is too deep
-(1 row)
-
-SELECT fp_try($$SELECT idem_fingerprint(repeat('{"a":', 10001) || '1' || repeat('}', 10001))$$);
-             fp_try              
----------------------------------
- 54001: JSON nesting is too deep
-(1 row)
-
+SELECT try($$SELECT idem_canonical_json('[1e400]'::jsonb)$$);
+SELECT try($$SELECT idem_canonical_json(repeat('[', 100000) || repeat(']', 100000))$$);
+SELECT try($$SELECT idem_fingerprint(repeat('{"a":', 10001) || '1' || repeat('}', 10001))$$);
 SELECT idem_canonical_json(repeat('[', 10000) || repeat(']', 10000)) = repeat('[', 10000) || repeat(']', 10000) AS depth_10000_ok;
- depth_10000_ok 
-----------------
- t
-(1 row)
-
 SELECT idem_canonical_json((repeat('{"b":0,"a":', 5000) || '1' || repeat('}', 5000))::jsonb)
      = repeat('{"a":', 5000) || '1' || repeat(',"b":0}', 5000) AS deep_jsonb_ok;
- deep_jsonb_ok 
----------------
- t
-(1 row)
-
 -- invalid UTF-8 cannot reach a UTF8 database as text; convert_from rejects it first (22021)
-SELECT fp_try($$SELECT idem_fingerprint(convert_from('\x22c0af22'::bytea, 'UTF8'))$$);
-                           fp_try                            
--------------------------------------------------------------
- 22021: invalid byte sequence for encoding "UTF8": 0xc0 0xaf
-(1 row)
-
--- UUIDv7: version 7, variant 10, strictly increasing over 10,000 calls in one statement
-SELECT count(*) AS n,
-       bool_and(substr(u::text, 15, 1) = '7') AS version_7,
-       bool_and(substr(u::text, 20, 1) IN ('8', '9', 'a', 'b')) AS variant_10,
-       bool_and(prev IS NULL OR u > prev) AS strictly_increasing,
-       count(DISTINCT u) AS distinct_values,
-       bool_and(idem_uuid_v7_time(u) BETWEEN now() - interval '1 minute' AND clock_timestamp() + interval '10 seconds') AS time_now
-FROM (SELECT u, lag(u) OVER (ORDER BY i) AS prev
-      FROM (SELECT i, idem_uuid_v7() AS u FROM generate_series(1, 10000) i) g) s;
-   n   | version_7 | variant_10 | strictly_increasing | distinct_values | time_now 
--------+-----------+------------+---------------------+-----------------+----------
- 10000 | t         | t          | t                   |           10000 | t
-(1 row)
-
--- RFC 9562 Appendix A.6
-SELECT idem_uuid_v7_time('017f22e2-79b0-7cc3-98c4-dc0c0c07398f') AT TIME ZONE 'UTC' AS a6_time;
-         a6_time          
---------------------------
- Tue Feb 22 19:22:22 2022
-(1 row)
-
-SELECT fp_try($$SELECT idem_uuid_v7_time('f81d4fae-7dec-11d0-a765-00a0c91e6bf6')$$) AS v1_uuid;
-               v1_uuid               
--------------------------------------
- 22023: uuid is not a version 7 UUID
-(1 row)
-
-SELECT fp_try($$SELECT idem_uuid_v7_time('017f22e2-79b0-7cc3-c8c4-dc0c0c07398f')$$) AS wrong_variant;
-            wrong_variant            
--------------------------------------
- 22023: uuid is not a version 7 UUID
-(1 row)
-
--- HMAC-SHA256: RFC 4231 test case 2 (and case 1)
-SELECT idem_hmac_sha256('Jefe'::bytea, 'what do ya want for nothing?'::bytea);
-                          idem_hmac_sha256                          
---------------------------------------------------------------------
- \x5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843
-(1 row)
-
-SELECT idem_hmac_sha256('\x0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b'::bytea, 'Hi There'::bytea);
-                          idem_hmac_sha256                          
---------------------------------------------------------------------
- \xb0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7
-(1 row)
-
-SELECT idem_hmac_sha256(NULL, 'x'::bytea) AS null_key;
- null_key 
-----------
- <NULL>
-(1 row)
-
--- constant-time comparison
-SELECT idem_secure_equal('\x0102'::bytea, '\x0102'::bytea) AS same,
-       idem_secure_equal('\x0102'::bytea, '\x0103'::bytea) AS differs,
-       idem_secure_equal('\x0102'::bytea, '\x010200'::bytea) AS longer,
-       idem_secure_equal(''::bytea, ''::bytea) AS empty,
-       idem_secure_equal(idem_hmac_sha256('k', 'm'), idem_hmac_sha256('k', 'm')) AS hmac_equal;
- same | differs | longer | empty | hmac_equal 
-------+---------+--------+-------+------------
- t    | f       | f      | t     | t
-(1 row)
+SELECT try($$SELECT idem_fingerprint(convert_from('\x22c0af22'::bytea, 'UTF8'))$$);
 
 -- function properties
 SELECT p.oid::regprocedure AS function, p.provolatile, p.proisstrict, p.proparallel
-FROM pg_proc p WHERE p.proname IN ('idem_canonical_json', 'idem_fingerprint', 'idem_uuid_v7',
-    'idem_uuid_v7_time', 'idem_hmac_sha256', 'idem_secure_equal')
+FROM pg_proc p WHERE p.proname IN ('idem_canonical_json', 'idem_fingerprint')
 ORDER BY 1::text;
-                   function                    | provolatile | proisstrict | proparallel 
------------------------------------------------+-------------+-------------+-------------
- idem_canonical_json(jsonb,boolean)            | i           | t           | s
- idem_canonical_json(text,boolean)             | i           | t           | s
- idem_fingerprint(jsonb,text[],text[],boolean) | i           | f           | s
- idem_fingerprint(text,text[],text[],boolean)  | i           | f           | s
- idem_uuid_v7()                                | v           | f           | r
- idem_uuid_v7_time(uuid)                       | i           | t           | s
- idem_hmac_sha256(bytea,bytea)                 | i           | t           | s
- idem_secure_equal(bytea,bytea)                | i           | t           | s
-(8 rows)
 
-DROP FUNCTION fp_try(text);
+DROP FUNCTION try(text, boolean);

@@ -1,5 +1,5 @@
-// Direct access to idempotency.records (see direct.hpp).
-#include "direct.hpp"
+// Direct access to idempotency.records (see records_direct.hpp).
+#include "records_direct.hpp"
 #include "pg_compat.hpp"
 #include "spi_util.hpp"
 

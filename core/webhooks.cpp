@@ -1,5 +1,5 @@
 // Webhook signatures: Standard Webhooks and Stripe-style headers, constant-time comparison.
-#include "webhook.hpp"
+#include "webhooks.hpp"
 
 #include "crypto.hpp"
 #include "error.hpp"
@@ -8,7 +8,9 @@
 
 #include <climits>
 
-namespace idem::webhook {
+#include "cpp_only.hpp" // last include: core/ never sees postgres.h
+
+namespace idem::webhooks {
 
 namespace {
 
@@ -350,4 +352,4 @@ std::string sign_stripe(std::string_view secret, int64_t timestamp, std::string_
            hex_encode(std::string_view(reinterpret_cast<const char *>(mac.data()), mac.size()));
 }
 
-} // namespace idem::webhook
+} // namespace idem::webhooks

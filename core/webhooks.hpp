@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-namespace idem::webhook {
+namespace idem::webhooks {
 
 // The idem::Error (22023) raised for a malformed signature header or timestamp, i.e. input the
 // sender controls; a receiver may treat it as an invalid signature.
@@ -82,4 +82,4 @@ std::string sign_standard(std::string_view secret, std::string_view msg_id,
 // The Stripe-Signature header value "t=<timestamp>,v1=<hex>".
 std::string sign_stripe(std::string_view secret, int64_t timestamp, std::string_view payload);
 
-} // namespace idem::webhook
+} // namespace idem::webhooks

@@ -22,9 +22,7 @@ extern "C" {
 
 namespace {
 
-using idem::pg::col;
-using idem::pg::exec;
-using idem::pg::saved_plan;
+using namespace idem::pg;
 
 // Deletes at most $3 expired, finished records after ctid $1. $2 is now; with $4 (include_stuck)
 // also processing records past their TTL whose lease ended before $5. A processing record with a
@@ -110,10 +108,7 @@ IDEM_PG_FUNCTION(idem_purge_batch) {
     TimestampTz stuck_before = DatumGetTimestampTz(DirectFunctionCall2(
         timestamptz_mi_interval, TimestampTzGetDatum(now), PointerGetDatum(older)));
 
-    TupleDesc desc;
-    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
-        elog(ERROR, "return type must be a row type");
-    desc = BlessTupleDesc(desc);
+    TupleDesc desc = idem::pg::result_desc(fcinfo);
     Datum out[2] = {Int32GetDatum(0), (Datum)0};
     bool out_null[2] = {false, true};
 

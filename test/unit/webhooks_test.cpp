@@ -2,7 +2,7 @@
 // headers, key rotation, malformed headers and the timestamp tolerance at its edges.
 #include "crypto.hpp"
 #include "error.hpp"
-#include "webhook.hpp"
+#include "webhooks.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-using namespace idem::webhook;
+using namespace idem::webhooks;
 
 namespace {
 

@@ -2,14 +2,7 @@
 \pset null '<NULL>'
 SET client_min_messages = warning;
 
--- try(sql): runs sql and reports 'ok' or 'SQLSTATE: message'.
-CREATE FUNCTION try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/regress/helpers.sql
 CREATE VIEW rec AS
     SELECT scope, key, status, retryable, fingerprint, attempt, resource_id, response, response_status,
            lease_expires_at IS NOT NULL AS leased

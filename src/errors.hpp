@@ -3,6 +3,13 @@
 
 #include "pg_cpp.hpp"
 
+#include "lease.hpp"
+
+extern "C" {
+#include "datatype/timestamp.h"
+#include "utils/timestamp.h"
+}
+
 namespace idem::pg {
 
 // The extension's SQLSTATE class IK (implementation-defined; listed in the README).
@@ -16,6 +23,17 @@ inline void require_arg(FunctionCallInfo fcinfo, int argno, const char *name,
     if (PG_ARGISNULL(argno))
         ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
                         errmsg("%s must not be null", name), hint ? errhint("%s", hint) : 0));
+}
+
+// Microseconds of interval argument argno (a month counts 30 days, a day 24 hours, as
+// PostgreSQL compares intervals), or default_seconds when it is NULL; 22008 on overflow.
+inline int64 interval_arg_usec(FunctionCallInfo fcinfo, int argno, int default_seconds) {
+    if (PG_ARGISNULL(argno))
+        return static_cast<int64>(default_seconds) * USECS_PER_SEC;
+    const Interval *iv = PG_GETARG_INTERVAL_P(argno);
+    int32 month = iv->month, day = iv->day;
+    int64 time = iv->time;
+    return call_cpp([&] { return idem::interval_usec(month, day, time); });
 }
 
 } // namespace idem::pg

@@ -1,13 +1,13 @@
 // Cumulative counters in shared memory (the pg_stat_statements pattern).
 //
 // The counters exist only when the library is in shared_preload_libraries: _PG_init calls
-// idem::stats::init(), which then requests the shared memory and installs the startup hook.
+// idem::operations::init(), which then requests the shared memory and installs the startup hook.
 // Without preload, count() is a no-op and idem_counters() reports the counters as disabled.
 // count() never raises an error and may be called anywhere, also while running as the
 // extension owner inside SPI.
 #pragma once
 
-namespace idem::stats {
+namespace idem::operations {
 
 // One counter per event; the order is the order of the rows of idem_counters().
 enum Counter {
@@ -35,4 +35,4 @@ void count_claim(const char *outcome);
 // Counts an inbox receive outcome (only "duplicate" has a counter).
 void count_inbox(const char *outcome);
 
-} // namespace idem::stats
+} // namespace idem::operations

@@ -1,7 +1,7 @@
 // Module entry: PG_MODULE_MAGIC and the settings (GUCs).
 #include "pg_cpp.hpp"
-#include "guc.hpp"
-#include "stats.hpp"
+#include "settings.hpp"
+#include "operations.hpp"
 
 #include <climits>
 
@@ -14,18 +14,18 @@ PG_MODULE_MAGIC;
 void _PG_init(void);
 }
 
-namespace idem::guc {
+namespace idem::settings {
 int default_lease_s = 60;
 int default_ttl_s = 24 * 3600;
 int inbox_ttl_s = 7 * 24 * 3600;
 int inbox_lease_s = 60;
 int webhook_tolerance_s = 300;
 bool direct_access = true;
-} // namespace idem::guc
+} // namespace idem::settings
 
 // Defines the settings; called once per backend when the library is loaded.
 void _PG_init(void) {
-    using namespace idem::guc;
+    using namespace idem::settings;
     DefineCustomIntVariable("idempotency.default_lease",
                             "Lease given to a claim when idem_claim gets no lease argument.",
                             "A processing record whose lease has expired can be reclaimed.",
@@ -57,5 +57,5 @@ void _PG_init(void) {
         "(slower, same results).",
         &direct_access, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
     MarkGUCPrefixReserved("idempotency");
-    idem::stats::init(); // shared-memory counters, only under shared_preload_libraries
+    idem::operations::init(); // shared-memory counters, only under shared_preload_libraries
 }

@@ -1,0 +1,68 @@
+// What the Idempotency-Key record functions share: the record columns as the SQL statements
+// read them, the arguments every function takes, and the core's checks and arithmetic run
+// through the boundary (src/records.cpp; the claim is src/records_claim.cpp).
+#pragma once
+
+#include "pg_cpp.hpp"
+#include "lease.hpp"
+#include "spi_util.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "datatype/timestamp.h"
+}
+
+namespace idem::pg::records {
+
+// Columns read back from a record, in the order of RECORD_COLUMNS. Each is cast to the type
+// the C code reads it as (a no-op for the extension's own table definition), so that a table
+// altered by hand gives an error or a converted value, never a misread Datum.
+#define RECORD_COLUMNS                                                                             \
+    "r.status::pg_catalog.text, r.retryable::pg_catalog.bool, r.fingerprint::pg_catalog.bytea, "   \
+    "r.attempt::pg_catalog.int4, r.resource_id::pg_catalog.text, r.response::pg_catalog.jsonb, "   \
+    "r.response_status::pg_catalog.int4, r.lease_expires_at::pg_catalog.timestamptz, "             \
+    "r.expires_at::pg_catalog.timestamptz, r.created_at::pg_catalog.timestamptz, "                 \
+    "r.updated_at::pg_catalog.timestamptz"
+enum RecordCol {
+    C_STATUS = 1,
+    C_RETRYABLE,
+    C_FINGERPRINT,
+    C_ATTEMPT,
+    C_RESOURCE_ID,
+    C_RESPONSE,
+    C_RESPONSE_STATUS,
+    C_LEASE_EXPIRES,
+    C_EXPIRES,
+    C_CREATED,
+    C_UPDATED,
+    C_NCOLS = C_UPDATED
+};
+#define WHERE_KEY " WHERE r.scope OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2"
+
+// Parameter types of a statement on (scope, key).
+inline const Oid KEY_TYPES[] = {TEXTOID, TEXTOID};
+
+// The saved SELECT of a record by ($1 scope, $2 key), without a lock (lookers never block the
+// owner's complete or heartbeat). Call while connected to SPI.
+SPIPlanPtr plan_get();
+
+// Validated scope and key arguments (arguments 0 and 1 of every function here).
+void scope_key_args(FunctionCallInfo fcinfo, Datum *scope, Datum *key);
+
+// A positive attempt argument (the fencing token handed back by the caller).
+int32 attempt_arg(FunctionCallInfo fcinfo, int argno);
+
+// Lease and expiry of a claim (or heartbeat) at now; 22023 for a bad lease or ttl.
+idem::ClaimTimes claim_times(TimestampTz now, int64 lease_us, int64 ttl_us);
+
+// Row `row` of the SPI result (RECORD_COLUMNS), as the core sees it.
+idem::RecordState read_state(uint64 row = 0);
+
+// Copies column attno of SPI result row `row` into memory context cxt.
+Datum copy_col(MemoryContext cxt, int attno, int16 typlen, bool byval, bool *isnull,
+               uint64 row = 0);
+
+// NULL-aware equality of two bytea values.
+bool bytea_equal(bool a_null, Datum a, bool b_null, Datum b);
+
+} // namespace idem::pg::records
