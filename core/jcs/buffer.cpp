@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <new>
 
+#include "cpp_only.hpp" // last include: core/ never sees postgres.h
+
 namespace idem::jcs::detail {
 
 void Buffer::grow(size_t n) {

@@ -2,6 +2,8 @@
 // fingerprint_into, canonicalize_text, fingerprint_text.
 #include "internal.hpp"
 
+#include "cpp_only.hpp" // last include: core/ never sees postgres.h
+
 namespace idem::jcs {
 
 namespace {

@@ -5,6 +5,8 @@
 #include <charconv>
 #include <system_error>
 
+#include "cpp_only.hpp" // last include: core/ never sees postgres.h
+
 namespace idem::jcs {
 
 namespace {

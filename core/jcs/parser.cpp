@@ -3,6 +3,8 @@
 // the tape (dispatch.cpp); it reads the text in place, with bounds checks.
 #include "internal.hpp"
 
+#include "cpp_only.hpp" // last include: core/ never sees postgres.h
+
 namespace idem::jcs {
 
 namespace {

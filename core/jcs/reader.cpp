@@ -3,6 +3,8 @@
 // errors that the writer raises too.
 #include "internal.hpp"
 
+#include "cpp_only.hpp" // last include: core/ never sees postgres.h
+
 namespace idem::jcs::detail {
 
 void too_deep(unsigned max_depth) {

@@ -4,6 +4,8 @@
 // token. Objects in arrays that repeat the last object's shape are matched whole (shape()).
 #include "internal.hpp"
 
+#include "cpp_only.hpp" // last include: core/ never sees postgres.h
+
 namespace idem::jcs::detail {
 
 IDEM_NOINLINE Tok *tape_room(TapeState &t, Tok *tk, const Options &o) {

@@ -3,6 +3,8 @@
 // matching.
 #include "internal.hpp"
 
+#include "cpp_only.hpp" // last include: core/ never sees postgres.h
+
 namespace idem::jcs::detail {
 
 namespace {

@@ -3,6 +3,8 @@
 // bytes or so handed to SHA-256 on the way.
 #include "internal.hpp"
 
+#include "cpp_only.hpp" // last include: core/ never sees postgres.h
+
 namespace idem::jcs::detail {
 
 namespace {

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "cpp_only.hpp" // last include: core/ never sees postgres.h
+
 namespace idem::jcs {
 
 namespace detail {

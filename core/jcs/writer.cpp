@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "cpp_only.hpp" // last include: core/ never sees postgres.h
+
 namespace idem::jcs {
 
 using detail::append_quoted;
