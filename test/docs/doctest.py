@@ -515,10 +515,23 @@ def check_sqlstates():
 
 
 def check_names(doc_files, known, settings):
+    """idem_* and idempotency.* names in prose and in blocks that are not run must exist (a run
+    block is checked by running it)."""
     tables = {"records", "inbox", "inbox_entities", "inbox_queue"}
     files = {"control", "so", "cpp", "hpp", "sql"}
     for f in doc_files:
+        fence = None
         for no, line in enumerate(open(f, encoding="utf-8"), 1):
+            m = FENCE.match(line)
+            if m and fence is None:
+                lang, _, attrs = m.group(3).strip().partition(" ")
+                fence = (m.group(2), lang.lower() in ("sql", "python", "output") and not attrs.strip().startswith("skip"))
+                continue
+            if m and fence is not None and line.strip().strip(fence[0][0]) == "":
+                fence = None
+                continue
+            if fence is not None and fence[1]:
+                continue
             for m in re.finditer(r"\bidem_[a-z0-9_]+\b", line):
                 if m.group(0) not in known:
                     fail(f"{os.path.relpath(f, ROOT)}:{no}", f"{m.group(0)} is not installed")
