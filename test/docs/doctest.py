@@ -461,7 +461,10 @@ def check_objects(doc_files, routines):
         UNION ALL
         SELECT 'type', t.typname FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
           JOIN pg_type t ON t.oid = d.objid
-         WHERE d.classid = 'pg_type'::regclass AND d.deptype = 'e' AND e.extname = 'idempotency'""")
+         WHERE d.classid = 'pg_type'::regclass AND d.deptype = 'e' AND e.extname = 'idempotency'
+           -- not array types, nor the row types of tables and views (members themselves on 17+)
+           AND t.typcategory <> 'A'
+           AND (t.typrelid = 0 OR (SELECT c.relkind FROM pg_class c WHERE c.oid = t.typrelid) = 'c')""")
     names = {(r["kind"].lower(), r["name"]) for r in routines} | {(k, n) for k, n in objs}
     n = 0
     for kind, name in sorted(names):
