@@ -117,7 +117,7 @@ SELECT count(*) AS differences FROM (
      EXCEPT SELECT member FROM upgraded_members)) d;
 
 -- 0.2 -> 0.3: idem_schedule_purge and idem_unschedule_purge check the pg_cron precondition
--- through one internal helper; they answer as in 0.2 (here: not the cron database, NULL and
+-- through one helper, idem_require_pg_cron; they answer as in 0.2 (here: not the cron database, NULL and
 -- range errors), keep their comments and grants, and the records survive
 DROP EXTENSION idempotency;
 CREATE EXTENSION idempotency VERSION '0.2';
@@ -144,8 +144,16 @@ CREATE TEMP VIEW cron_answers AS
     UNION ALL SELECT 'public grants', has_function_privilege('public', 'idem_schedule_purge(text,name,integer)', 'EXECUTE')::text
                                       || ' ' || has_function_privilege('public', 'idem_unschedule_purge(name)', 'EXECUTE')::text;
 CREATE TABLE cron_answers_02 AS TABLE cron_answers;
-SELECT to_regprocedure('idempotency.require_pg_cron(text)') AS helper_in_02;
+-- what a role that was granted the two functions (and nothing else) is answered
+SET ROLE idem_upgrade_app;
+SELECT try($$SELECT idem_schedule_purge()$$, with_hint => true) AS app_answer_02 \gset
+RESET ROLE;
+SELECT to_regprocedure('idem_require_pg_cron(text)') AS helper_in_02;
 ALTER EXTENSION idempotency UPDATE TO '0.3';
+-- the same answer for that role under 0.3: the helper is reachable by every caller
+SET ROLE idem_upgrade_app;
+SELECT try($$SELECT idem_schedule_purge()$$, with_hint => true) = :'app_answer_02' AS app_answer_unchanged;
+RESET ROLE;
 SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
 SELECT call, answer FROM cron_answers_02 ORDER BY call;
 -- the same answers, comments and grants under 0.3 (no row differs either way)
@@ -160,14 +168,15 @@ SELECT count(*) AS differences FROM (
     (TABLE before_03
      EXCEPT SELECT scope, key, status, fingerprint, attempt, resource_id, response, response_status,
             created_at, updated_at, lease_expires_at, expires_at FROM idempotency.records)) d;
--- the helper: a member of the extension in schema idempotency, with a comment, not PUBLIC's
+-- the helper: a member of the extension, with a comment, executable by PUBLIC (it reads no
+-- stored state, and the two functions run with their caller's rights)
 SELECT p.oid::regprocedure AS helper,
        EXISTS (SELECT FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
                WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
                  AND e.extname = 'idempotency') AS member,
        obj_description(p.oid, 'pg_proc') IS NOT NULL AS has_comment,
        has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute
-FROM pg_proc p WHERE p.oid = to_regprocedure('idempotency.require_pg_cron(text)');
+FROM pg_proc p WHERE p.oid = to_regprocedure('idem_require_pg_cron(text)');
 SELECT outcome, attempt FROM idem_claim('up/c', 'open', '\x06', wait => false);
 
 -- updating to the installed version is a no-op notice, an unknown version an error

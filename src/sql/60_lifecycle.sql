@@ -11,8 +11,10 @@
 
 -- Raises 55000 unless pg_cron can manage jobs from here: pg_cron is loaded
 -- (cron.database_name is set), this is its database, and CREATE EXTENSION pg_cron ran in it.
--- cron_sql is the statement the caller would run in the cron database (the hint shows it).
-CREATE FUNCTION idempotency.require_pg_cron(cron_sql text)
+-- cron_sql, when given, is the statement to run in the cron database (the hint shows it).
+-- In the extension's schema and executable by PUBLIC (it reads no stored state): the two
+-- functions run with their caller's rights, and a caller who may schedule must reach it.
+CREATE FUNCTION @extschema@.idem_require_pg_cron(cron_sql text DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -32,7 +34,8 @@ BEGIN
             USING ERRCODE = '55000',
                   DETAIL = 'pg_cron lives in one database (cron.database_name) and runs jobs '
                            'in other databases with cron.schedule_in_database.',
-                  HINT = format('Run in database "%s": %s', cron_db, cron_sql);
+                  HINT = CASE WHEN cron_sql IS NULL THEN format('Connect to database "%s".', cron_db)
+                              ELSE format('Run in database "%s": %s', cron_db, cron_sql) END;
     END IF;
     IF NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'pg_cron') THEN
         RAISE EXCEPTION 'extension pg_cron is not installed in database "%"', cron_db
@@ -41,9 +44,8 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION idempotency.require_pg_cron(text) IS
-    'Internal: raises 55000 unless pg_cron is loaded, this is its database and the pg_cron extension is installed; cron_sql is shown in the hint. Used by idem_schedule_purge and idem_unschedule_purge.';
-REVOKE EXECUTE ON FUNCTION idempotency.require_pg_cron(text) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.idem_require_pg_cron(text) IS
+    'Checks that pg_cron can manage jobs from this database: raises 55000 unless pg_cron is loaded (cron.database_name), this is its database and the pg_cron extension is installed; cron_sql, when given, is shown in the hint as the statement to run there. idem_schedule_purge and idem_unschedule_purge call it.';
 
 -- Registers (or updates) the pg_cron job 'idempotency-purge:<database>' that runs
 -- idem_purge_loop in database on schedule. Run it in the cron database (cron.database_name);
@@ -73,7 +75,7 @@ BEGIN
     command := format('CALL %I.idem_purge_loop(batch_size => %s)', '@extschema@', batch_size);
     cron_sql := format('SELECT cron.schedule_in_database(%L, %L, %L, %L);',
                        job_name, schedule, command, database);
-    PERFORM idempotency.require_pg_cron(cron_sql);
+    PERFORM @extschema@.idem_require_pg_cron(cron_sql);
     IF database = current_database() THEN
         EXECUTE 'SELECT cron.schedule($1, $2, $3)' INTO jobid
             USING job_name, schedule, command;
@@ -100,7 +102,7 @@ BEGIN
         RAISE EXCEPTION 'database must not be null' USING ERRCODE = '22004';
     END IF;
     job_name := 'idempotency-purge:' || database;
-    PERFORM idempotency.require_pg_cron(format('SELECT cron.unschedule(%L);', job_name));
+    PERFORM @extschema@.idem_require_pg_cron(format('SELECT cron.unschedule(%L);', job_name));
     EXECUTE 'SELECT EXISTS (SELECT FROM cron.job WHERE jobname = $1 AND username = current_user)'
         INTO found_job USING job_name;
     IF found_job THEN

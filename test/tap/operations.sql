@@ -87,7 +87,8 @@ SELECT is_empty($$
       AND p.proname NOT IN ('idem_canonical_json', 'idem_fingerprint', 'idem_uuid_v7',
                             'idem_uuid_v7_time', 'idem_hmac_sha256', 'idem_secure_equal',
                             'idem_webhook_verify_standard', 'idem_webhook_verify_stripe',
-                            'idem_webhook_sign_standard', 'idem_webhook_sign_stripe')
+                            'idem_webhook_sign_standard', 'idem_webhook_sign_stripe',
+                            'idem_require_pg_cron')
 $$, 'PUBLIC cannot execute any function that reads or writes stored state');
 SELECT ok(NOT has_function_privilege('public', 'idem_claim(text,text,bytea,interval,interval,boolean)', 'EXECUTE'),
           'PUBLIC cannot execute idem_claim');
