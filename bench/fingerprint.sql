@@ -14,6 +14,9 @@ SELECT i AS id, jsonb_build_object(
                                                   'name', 'Item number ' || j))
               FROM generate_series(1, 9) j)) AS j
 FROM generate_series(1, 20000) i;
+-- The same bodies as stored request text (what a handler that keeps the raw body has).
+ALTER TABLE fp_bench ADD COLUMN t text;
+UPDATE fp_bench SET t = j::text;
 VACUUM ANALYZE fp_bench;
 SELECT count(*) AS rows, round(avg(length(j::text))) AS avg_text_bytes,
        round(avg(pg_column_size(j))) AS avg_jsonb_bytes FROM fp_bench;
