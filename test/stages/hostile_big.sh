@@ -4,14 +4,13 @@
 # statement_timeout cancelling a 100 MB canonicalisation. About 30 s and 2 GB of server memory;
 # not a default stage. Needs the libpq environment of a running cluster.
 set -uo pipefail
+cd "$(dirname "$0")/../.." # the regress helper is read from test/regress/
 export PGOPTIONS='-c client_min_messages=warning'
 DB=idem_hostile_big
 psql -qAtX -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" || exit 1
 got=$(psql -qAtX -d $DB 2>&1 <<'SQL'
 CREATE EXTENSION idempotency;
-CREATE FUNCTION try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN EXECUTE sql; RETURN 'ok';
-EXCEPTION WHEN query_canceled OR OTHERS THEN RETURN SQLSTATE; END $$;
+\i test/regress/helpers.sql
 CREATE TEMP TABLE big AS SELECT '"' || repeat('a', 104857600) || '"' AS doc;
 SELECT idem_fingerprint(doc) = sha256(convert_to(doc, 'UTF8')) FROM big;
 SELECT idem_fingerprint(doc::jsonb) = sha256(convert_to(doc, 'UTF8')) FROM big;
@@ -23,7 +22,7 @@ SELECT idem_inbox_receive('big', 'e', NULL, true, NULL, convert_to(repeat('p', 1
 SELECT length(payload) FROM idem_inbox_next('big');
 CREATE TEMP TABLE nums AS SELECT '[' || repeat('1234567.5,', 10485760) || '0]' AS doc;
 SET statement_timeout = '200ms';
-SELECT try($$SELECT idem_fingerprint(doc) FROM nums$$);
+SELECT split_part(try($$SELECT idem_fingerprint(doc) FROM nums$$), ':', 1);
 RESET statement_timeout;
 SELECT count(*) FROM idempotency.records;
 SQL
