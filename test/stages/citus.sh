@@ -9,14 +9,14 @@
 # built anew. test/chroot copies the tarball into the chroot, so `test/run-all --pg 17 citus`
 # (or `test/chroot run 17 citus`) runs it in the PostgreSQL 17 chroot.
 #
-# It sets the cluster up as a user would (README "Scaling out", to come): CREATE EXTENSION
-# citus on every node, the workers registered on the coordinator, CREATE EXTENSION idempotency
-# on the coordinator (Citus runs it on the workers itself; the stage checks that it did), then
-# the commands of issue 16: create_distributed_table('idempotency.records', 'scope') and
-# create_distributed_function('idem_claim(...)', 'scope', colocate_with := 'idempotency.records').
-# One delegated claim must then land in the shard that owns its scope, on the worker that
-# holds that shard, and nowhere else. Today it lands in that worker's shell table (issue 16):
-# the stage fails and says so.
+# It sets the cluster up as a user would (docs/scaling.md "The three commands"): CREATE
+# EXTENSION citus on every node, the workers registered on the coordinator, CREATE EXTENSION
+# idempotency on the coordinator (Citus runs it on the workers itself; the stage checks that it
+# did), then SELECT * FROM idem_distribute(). Every row must then land in the shard that owns
+# its scope (or consumer), on the worker that holds that shard, and none in a shell table (the
+# relation itself, counted with pgstattuple on every node); then every outcome on every worker,
+# a 40-way race, both call styles, the inbox and the purge (the sections below say what each
+# checks).
 #
 # Exit status: 0 passed, 1 failed, 77 skipped (no tarball, a major Citus does not support, or
 # outside a chroot without IDEM_CITUS_INSTALL=1: it installs Citus into this machine's
