@@ -122,8 +122,8 @@ IDEM_PG_FUNCTION(idem_purge_batch) {
                                t->table),
                         errdetail("Citus does not run a distributed DELETE with FOR UPDATE SKIP "
                                   "LOCKED."),
-                        errhint("Purge its shards with run_command_on_shards, as "
-                                "docs/scaling.md#purging shows.")));
+                        errhint("On the Citus coordinator, CALL idem_purge_loop() purges the "
+                                "shards of every worker.")));
     if (OidIsValid(relid)) {
         MemoryContext outer = CurrentMemoryContext;
         idem::pg::SavedUser su;
