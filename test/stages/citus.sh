@@ -374,39 +374,55 @@ read -r w1 w2 <<<"$(shard_rows inbox)"
 expect "rows in the inbox shards" "$((w1 + w2))" 12
 say "inbox: 12 rows in shards (worker1 $w1, worker2 $w2), none in the shell tables"
 
-# Purge: idem_purge refuses a distributed table with a hint (Citus does not run its FOR UPDATE
-# SKIP LOCKED); the documented shard purge (docs/scaling.md#purging) deletes on every worker.
-for i in 1 2; do
-    s=$(scope_on $i purge)
-    for k in old-1 old-2; do
-        expect "${NAMES[$i]} ($s) short-lived claim" "$(qv 0 "SELECT outcome FROM idem_claim('$s', '$k', lease => '10 ms', ttl => '10 ms')")" claimed
-        expect "${NAMES[$i]} ($s) complete" "$(qv 0 "SELECT idem_complete('$s', '$k', 1)")" t
+# Purge: CALL idem_purge_loop() on the coordinator runs idem_purge_shards on every worker
+# (bounded SKIP LOCKED batches over the worker's shard placements); idem_purge, which cannot
+# commit between workers, refuses a distributed table with a hint. Then pg_cron on the
+# coordinator schedules the same CALL (idem_schedule_purge, every 2 seconds) and it purges.
+# expired_rows PREFIX: claims 2 keys and 1 inbox entry with a 10 ms TTL in a scope on each worker.
+expired_rows() {
+    for i in 1 2; do
+        s=$(scope_on $i "$1")
+        for k in old-1 old-2; do
+            expect "${NAMES[$i]} ($s) short-lived claim" "$(qv 0 "SELECT outcome FROM idem_claim('$s', '$k', lease => '10 ms', ttl => '10 ms')")" claimed
+            expect "${NAMES[$i]} ($s) complete" "$(qv 0 "SELECT idem_complete('$s', '$k', 1)")" t
+        done
+        expect "${NAMES[$i]} ($s) short-lived inbox entry" "$(qv 0 "SELECT idem_inbox_receive('$s', 'old-evt', ttl => '10 ms')")" new
     done
-    expect "${NAMES[$i]} ($s) short-lived inbox entry" "$(qv 0 "SELECT idem_inbox_receive('$s', 'old-evt', ttl => '10 ms')")" new
-done
-sleep 0.2
+    sleep 0.2
+}
+# left PREFIX: the rows of PREFIX-* scopes / consumers left in the shards, "records inbox".
+left() {
+    echo "$(q 0 "SELECT count(*) FROM idempotency.records WHERE scope LIKE '$1-%'") $(q 0 "SELECT count(*) FROM idempotency.inbox WHERE consumer LIKE '$1-%'")"
+}
+expired_rows purge
 expect "idem_purge() on a distributed table" "$(qv 0 "SELECT idem_purge()")" 0A000
 before=$(q 0 "SELECT count(*) FROM idempotency.records")
-purged=$(q 0 "SELECT sum(result::bigint) FROM run_command_on_shards('idempotency.records',
-    \$\$WITH d AS (DELETE FROM %s WHERE status <> 'processing' AND expires_at < now() RETURNING 1) SELECT count(*) FROM d\$\$)") ||
-    fail "the shard purge of idempotency.records"
-purged_inbox=$(q 0 "SELECT sum(result::bigint) FROM run_command_on_shards('idempotency.inbox',
-    \$\$WITH d AS (DELETE FROM %s WHERE status IN ('done', 'failed', 'stale') AND expires_at < now() RETURNING 1) SELECT count(*) FROM d\$\$)") ||
-    fail "the shard purge of idempotency.inbox"
-expect "records purged over both workers" "$purged" 4
-expect "inbox entries purged over both workers" "$purged_inbox" 2
+expect "expired rows on the workers before the purge" "$(left purge)" "4 2"
+expect "CALL idem_purge_loop() on the coordinator" "$(qv 0 "CALL idem_purge_loop()")" 6
+expect "expired rows left" "$(left purge)" "0 0"
 expect "records left" "$(q 0 "SELECT count(*) FROM idempotency.records")" "$((before - 4))"
-expect "expired records left" "$(q 0 "SELECT count(*) FROM idempotency.records WHERE scope LIKE 'purge-%'")" 0
-say "purge: idem_purge() refused with 0A000; the shard purge deleted 4 expired records and 2 inbox entries (2 + 1 on each worker), nothing live"
+expect "a second CALL idem_purge_loop()" "$(qv 0 "CALL idem_purge_loop(batch_size => 1)")" 0
+say "purge: idem_purge() refused with 0A000; CALL idem_purge_loop() on the coordinator deleted the 4 expired records and 2 inbox entries on both workers, nothing live"
+q 0 "CREATE EXTENSION IF NOT EXISTS pg_cron" >/dev/null || fail "CREATE EXTENSION pg_cron on the coordinator"
+job=$(qv 0 "SELECT idem_schedule_purge('2 seconds')")
+[[ "$job" =~ ^[0-9]+$ ]] || fail "idem_schedule_purge('2 seconds') on the coordinator: $job"
+expired_rows cron
+for n in $(seq 1 30); do
+    [ "$(left cron)" = "0 0" ] && break
+    sleep 0.5
+done
+expect "expired rows left after pg_cron's purge" "$(left cron)" "0 0"
+runs=$(q 0 "SELECT count(*) FILTER (WHERE status = 'succeeded') || ' ' || count(*) FILTER (WHERE status = 'failed') FROM cron.job_run_details WHERE jobid = $job")
+expect "pg_cron runs (succeeded failed)" "${runs#* }" 0
+expect "idem_unschedule_purge()" "$(qv 0 "SELECT idem_unschedule_purge()")" t
+say "pg_cron on the coordinator: job $job (idem_schedule_purge('2 seconds')) purged both workers' shards (${runs% *} run(s) succeeded, none failed)"
 
 # idem_stats reports the cluster
 expect "idem_stats over the cluster" "$(q 0 "SELECT sum(processing + completed + failed + expired) FROM idem_stats")" \
     "$(q 0 "SELECT count(*) FROM idempotency.records")"
 
 # --- still to come (issue 16 "Tests") ---------------------------------------------------------
-# - idem_purge / CALL idem_purge_loop() on the coordinator dispatch a bounded purge of every
-#   shard on every worker (today: 0A000 and the documented run_command_on_shards purge);
-#   idem_stuck reports the whole cluster
+# - idem_stuck reports the whole cluster
 # - a worker killed (pg_ctl -m immediate) and restarted mid-load: one effect per key, no
 #   acknowledged completion lost, every orphan reclaimable (the fault suite's invariants)
 # - a shard moved (citus_move_shard_placement, block_writes) mid-load
