@@ -38,9 +38,12 @@ const Oid NEXT_TYPES[] = {TEXTOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID};
 constexpr int NEXT_NCOLS = 9;
 
 // A finished event is kept for at least as long after the finish as its TTL was at receipt.
+// Computed in UTC (timestamp arithmetic, a day is 24 hours) with immutable functions only:
+// Citus refuses STABLE ones (timestamptz + interval) on columns of a distributed table (0A000).
 #define KEEP_AFTER_FINISH                                                                          \
-    "GREATEST(i.expires_at, $4 OPERATOR(pg_catalog.+) "                                            \
-    "(i.expires_at OPERATOR(pg_catalog.-) i.received_at))"
+    "GREATEST(i.expires_at, pg_catalog.timezone('UTC'::pg_catalog.text, "                          \
+    "pg_catalog.timezone('UTC'::pg_catalog.text, $4) OPERATOR(pg_catalog.+) "                      \
+    "(i.expires_at OPERATOR(pg_catalog.-) i.received_at)))"
 
 const char *const SQL_DONE =
     "UPDATE idempotency.inbox AS i SET status = 'done', lease_expires_at = NULL, "

@@ -7,6 +7,7 @@
 // see README "Lifecycle"). Rows are locked FOR UPDATE SKIP LOCKED: a batch never waits for a row
 // another session holds, and several purges at once delete disjoint rows.
 #include "pg_cpp.hpp"
+#include "records_direct.hpp"
 #include "spi_util.hpp"
 
 extern "C" {
@@ -113,7 +114,17 @@ IDEM_PG_FUNCTION(idem_purge_batch) {
     bool out_null[2] = {false, true};
 
     // A table that does not exist in this version of the schema has nothing to purge.
-    if (OidIsValid(get_relname_relid(t->table, get_namespace_oid("idempotency", false)))) {
+    Oid relid = get_relname_relid(t->table, get_namespace_oid("idempotency", false));
+    // Citus cannot run the batch's FOR UPDATE SKIP LOCKED on a distributed table: say what to do.
+    if (OidIsValid(relid) && idem::pg::citus_table(relid))
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("idem_purge_batch cannot purge idempotency.%s: Citus distributes it",
+                               t->table),
+                        errdetail("Citus does not run a distributed DELETE with FOR UPDATE SKIP "
+                                  "LOCKED."),
+                        errhint("On the Citus coordinator, CALL idem_purge_loop() purges the "
+                                "shards of every worker.")));
+    if (OidIsValid(relid)) {
         MemoryContext outer = CurrentMemoryContext;
         idem::pg::SavedUser su;
         idem::pg::enter(&su);

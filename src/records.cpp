@@ -105,12 +105,15 @@ using namespace idem::pg;
 using namespace idem::pg::records;
 
 // Stores the outcome of the owning attempt; the record is then kept for at least as long
-// after the finish as its TTL window was long at the claim.
+// after the finish as its TTL window was long at the claim. The new expiry is computed in UTC
+// (timestamp arithmetic, a day is 24 hours) with immutable functions only: Citus refuses STABLE
+// ones (timestamptz + interval) on columns of a distributed table (0A000).
 const char *const SQL_FINISH =
     "UPDATE idempotency.records AS r SET status = $4, retryable = $5, resource_id = $6, "
     "response = $7, response_status = $8, updated_at = $9, lease_expires_at = NULL, "
-    "expires_at = GREATEST(r.expires_at, $9 OPERATOR(pg_catalog.+) "
-    "(r.expires_at OPERATOR(pg_catalog.-) r.created_at))" WHERE_KEY
+    "expires_at = GREATEST(r.expires_at, pg_catalog.timezone('UTC'::pg_catalog.text, "
+    "pg_catalog.timezone('UTC'::pg_catalog.text, $9) OPERATOR(pg_catalog.+) "
+    "(r.expires_at OPERATOR(pg_catalog.-) r.created_at)))" WHERE_KEY
     " AND r.attempt OPERATOR(pg_catalog.=) $3 AND r.status OPERATOR(pg_catalog.=) 'processing'";
 const Oid FINISH_TYPES[] = {TEXTOID, TEXTOID,  INT4OID, TEXTOID,       BOOLOID,
                             TEXTOID, JSONBOID, INT4OID, TIMESTAMPTZOID};

@@ -4,17 +4,20 @@
 #include "spi_util.hpp"
 
 extern "C" {
+#include "access/genam.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_namespace.h"
 #include "executor/executor.h"
 #include "nodes/makefuncs.h"
 #include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -53,6 +56,7 @@ const char *const COLUMN_NAMES[A_COUNT] = {
 struct RecordsRel {
     Oid relid;
     bool all_columns; // every column of COLUMN_NAMES exists
+    bool citus;       // listed in Citus's pg_dist_partition (see citus_table)
     AttrNumber att[A_COUNT];
 };
 RecordsRel rel_cache;
@@ -78,6 +82,7 @@ const RecordsRel &records() {
         elog(ERROR, "table idempotency.records is missing");
     RecordsRel r;
     r.relid = relid;
+    r.citus = citus_table(relid);
     r.all_columns = true;
     for (int i = 0; i < A_COUNT; i++) {
         r.att[i] = get_attnum(relid, COLUMN_NAMES[i]);
@@ -97,16 +102,19 @@ const Oid COLUMN_TYPES[A_COUNT] = {
     TEXTOID,  TEXTOID, TEXTOID,        BOOLOID,        BYTEAOID,       INT4OID,       TEXTOID,
     JSONBOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
-// True when the table is still exactly what insert_new writes and fetch_version reads: the
-// known columns with their types and nothing else, the primary key as its only index (another
-// unique index on (scope, key) would be an arbiter of the SQL statement too), no trigger, rule,
-// row security or generated column, no CHECK constraint other than the extension's own, no NOT
-// NULL on a column that a new record leaves NULL, and no default other than retryable's (the
-// SQL statement leaves those columns to their defaults). Anything else: the SQL path.
+// True when the table is still exactly what insert_new writes and fetch_version reads: no
+// Citus table (Citus invalidates the relation's relcache entry when it distributes it, which
+// resets the cache), the known columns with their types and nothing else, the primary key as
+// its only index (another unique index on (scope, key) would be an arbiter of the SQL statement
+// too), no trigger, rule, row security or generated column, no CHECK constraint other than the
+// extension's own, no NOT NULL on a column that a new record leaves NULL, and no default other
+// than retryable's (the SQL statement leaves those columns to their defaults). Anything else:
+// the SQL path.
 bool plain_table(Relation rel, const RecordsRel &r) {
     TupleDesc desc = RelationGetDescr(rel);
-    if (!r.all_columns || rel->rd_rel->relkind != RELKIND_RELATION || rel->trigdesc != nullptr ||
-        rel->rd_rel->relhasrules || rel->rd_rel->relrowsecurity || desc->natts != A_COUNT)
+    if (r.citus || !r.all_columns || rel->rd_rel->relkind != RELKIND_RELATION ||
+        rel->trigdesc != nullptr || rel->rd_rel->relhasrules || rel->rd_rel->relrowsecurity ||
+        desc->natts != A_COUNT)
         return false;
     for (int i = 0; i < desc->natts; i++)
         if (TupleDescAttr(desc, i)->attisdropped)
@@ -183,6 +191,31 @@ bool read_version(Relation rel, ItemPointer tid, TupleTableSlot *slot, MemoryCon
 
 } // namespace
 
+// (records_direct.hpp) True when relid is a Citus table: listed in pg_dist_partition, the catalog
+// of distributed, reference and Citus-local tables (on a worker it lists the shell tables too). Its
+// rows live in shards, and a write to the relation itself would land in the coordinator's local
+// copy or in a worker's shell table, where no query on the distributed table sees it (issue 16).
+// Read by a plain catalog scan without Citus's headers or functions; no such catalog, no Citus.
+bool citus_table(Oid relid) {
+    Oid dist = get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE);
+    if (!OidIsValid(dist))
+        return false;
+    AttrNumber att = get_attnum(dist, "logicalrelid");
+    if (att == InvalidAttrNumber)
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("pg_catalog.pg_dist_partition has no column logicalrelid"),
+                        errdetail("idem_claim cannot tell whether idempotency.records is a Citus "
+                                  "table, so it does not write it directly.")));
+    Relation d = table_open(dist, AccessShareLock);
+    ScanKeyData key;
+    ScanKeyInit(&key, att, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+    SysScanDesc scan = systable_beginscan(d, InvalidOid, false, nullptr, 1, &key);
+    bool found = HeapTupleIsValid(systable_getnext(scan));
+    systable_endscan(scan);
+    table_close(d, AccessShareLock);
+    return found;
+}
+
 // The speculative insertion of nodeModifyTable.c's ExecInsert for ON CONFLICT DO NOTHING:
 // check the arbiter index (waiting for in-progress transactions), insert the heap tuple with a
 // speculative token, insert its index entries, and confirm it, or kill it and start over when
@@ -200,6 +233,14 @@ InsertResult insert_new(const NewRecord &rec, bool read, MemoryContext cxt, Stor
     // new primary key): resolve again now that the definition cannot change under us.
     const RecordsRel &r = records();
     if (r.relid != relid || !plain_table(rel, r)) {
+        table_close(rel, NoLock);
+        return InsertResult::Unusable;
+    }
+    // Never write a Citus table here, even when the cached answer is out of date (a backend
+    // that resolved the table before Citus listed it): with Citus installed, the catalog is read
+    // again under the lock, and the claim takes the SQL path, which Citus routes to the shard.
+    if (citus_table(relid)) {
+        rel_cache.citus = true;
         table_close(rel, NoLock);
         return InsertResult::Unusable;
     }

@@ -41,6 +41,11 @@ enum class InsertResult {
     Unusable  // the table has triggers, rules, row security or another shape: use SQL instead
 };
 
+// True when relid is listed in Citus's pg_dist_partition (a distributed, reference or Citus-local
+// table, or on a worker the shell of one): its rows live in shards, never in the relation
+// itself. False without Citus (no such catalog).
+bool citus_table(Oid relid);
+
 // INSERT ... ON CONFLICT (scope, key) DO NOTHING of rec. Like the statement, it waits for a
 // transaction that is inserting or changing the key's record and then decides on the committed
 // outcome. When the key exists and read is true (READ COMMITTED), reads the record's latest
