@@ -471,8 +471,22 @@ say "worker2 killed and restarted under load: $failed_calls call(s) failed meanw
 expect "idem_stats over the cluster" "$(q 0 "SELECT sum(processing + completed + failed + expired) FROM idem_stats")" \
     "$(q 0 "SELECT count(*) FROM idempotency.records")"
 
+# idem_stuck and idem_stats report the whole cluster: one operation left processing past its
+# lease in a scope on each worker is listed once by idem_stuck() on the coordinator, and counted
+# as stuck by idem_stats.
+stuck_scopes=""
+for i in 1 2; do
+    s=$(scope_on $i stuck)
+    expect "${NAMES[$i]} ($s) claim left processing" "$(qv 0 "SELECT outcome FROM idem_claim('$s', 'orphan', lease => '10 ms')")" claimed
+    stuck_scopes="$stuck_scopes $s"
+done
+sleep 0.2
+expect "idem_stuck() on the coordinator" "$(q 0 "SELECT string_agg(scope || '/' || key, ' ' ORDER BY scope) FROM idem_stuck() WHERE scope LIKE 'stuck-%'")" \
+    "$(for s in $stuck_scopes; do echo "$s/orphan"; done | sort | paste -sd' ')"
+expect "idem_stats: stuck over the cluster" "$(q 0 "SELECT sum(stuck) FROM idem_stats WHERE scope LIKE 'stuck-%'")" 2
+say "idem_stuck() and idem_stats on the coordinator list the stuck operation of each worker ($stuck_scopes )"
+
 # --- still to come (issue 16 "Tests") ---------------------------------------------------------
-# - idem_stuck reports the whole cluster
 # - a shard moved (citus_move_shard_placement, block_writes) mid-load
 
 if [ -n "${IDEM_CITUS_KEEP:-}" ]; then
