@@ -279,3 +279,16 @@ SELECT c.outcome, c.attempt FROM u, LATERAL idem_claim('cte', 'k1') c;
 WITH i AS (INSERT INTO idempotency.records (scope, key, status, attempt, created_at, updated_at, lease_expires_at, expires_at)
            VALUES ('cte', 'k2', 'processing', 1, now(), now(), now() + interval '1 minute', now() + interval '1 day') RETURNING 1)
 SELECT c.outcome, c.attempt FROM i, LATERAL idem_claim('cte', 'k2') c;
+
+-- a finished record is kept exactly as long after its finish as its TTL window was long: whole
+-- days are 24 hours in any session time zone (the expiry is computed in UTC; it moved by an
+-- hour when the window crossed a daylight-saving change, as windows of 30..360 days in Berlin do)
+SET TimeZone = 'Europe/Berlin';
+SELECT count(*) FILTER (WHERE c.outcome = 'claimed') AS claimed,
+       count(*) FILTER (WHERE idem_complete('dst', 'k' || n, 1)) AS completed
+FROM generate_series(30, 360, 30) n, LATERAL idem_claim('dst', 'k' || n, NULL, NULL, make_interval(days => n)) c;
+SELECT count(*) AS windows,
+       count(*) FILTER (WHERE extract(epoch FROM expires_at) - extract(epoch FROM updated_at)
+                              = substr(key, 2)::int * 86400) AS exact_days
+FROM idempotency.records WHERE scope = 'dst';
+RESET TimeZone;
