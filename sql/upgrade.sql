@@ -12,9 +12,9 @@ SET client_min_messages = warning;
 -- the update path 0.1 -> 0.2 exists; a plain CREATE EXTENSION follows it
 SELECT source, target, path FROM pg_extension_update_paths('idempotency')
 WHERE source = '0.1' AND target = '0.2';
--- and on to 0.3
+-- and on to 0.3 and 0.4
 SELECT source, target, path FROM pg_extension_update_paths('idempotency')
-WHERE target = '0.3' ORDER BY source;
+WHERE target IN ('0.3', '0.4') AND path IS NOT NULL ORDER BY target, source;
 SELECT name, version, installed FROM pg_available_extension_versions
 WHERE name = 'idempotency' ORDER BY version;
 SELECT default_version FROM pg_available_extensions WHERE name = 'idempotency';
@@ -180,8 +180,10 @@ FROM pg_proc p WHERE p.oid = to_regprocedure('idem_require_pg_cron(text)');
 SELECT outcome, attempt FROM idem_claim('up/c', 'open', '\x06', wait => false);
 
 -- updating to the installed version is a no-op notice, an unknown version an error
+ALTER EXTENSION idempotency UPDATE TO '0.4';
+SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
 SET client_min_messages = notice;
-ALTER EXTENSION idempotency UPDATE TO '0.3';
+ALTER EXTENSION idempotency UPDATE TO '0.4';
 \set VERBOSITY terse
 ALTER EXTENSION idempotency UPDATE TO '9.9';
 \set VERBOSITY default

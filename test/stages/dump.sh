@@ -48,7 +48,7 @@ SELECT idem_inbox_receive('dump-consumer', 'e2', '\x02', false, NULL, NULL, 'ord
 SELECT has_function_privilege('public', 'idem_claim(text,text,bytea,interval,interval,boolean)', 'EXECUTE');
 SQL
 )
-want='0.3
+want='0.4
 replayed pay_1 201
 replayed 402
 in_progress 1
