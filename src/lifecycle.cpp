@@ -7,7 +7,7 @@
 // see README "Lifecycle"). Rows are locked FOR UPDATE SKIP LOCKED: a batch never waits for a row
 // another session holds, and several purges at once delete disjoint rows.
 #include "pg_cpp.hpp"
-#include "records_direct.hpp"
+#include "direct_access.hpp"
 #include "spi_util.hpp"
 
 extern "C" {
@@ -116,7 +116,7 @@ IDEM_PG_FUNCTION(idem_purge_batch) {
     // A table that does not exist in this version of the schema has nothing to purge.
     Oid relid = get_relname_relid(t->table, get_namespace_oid("idempotency", false));
     // Citus cannot run the batch's FOR UPDATE SKIP LOCKED on a distributed table: say what to do.
-    if (OidIsValid(relid) && idem::pg::citus_table(relid))
+    if (OidIsValid(relid) && idem::pg::direct::citus_table(relid))
         ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                         errmsg("idem_purge_batch cannot purge idempotency.%s: Citus distributes it",
                                t->table),

@@ -1,11 +1,10 @@
-// Direct access to idempotency.records through the table and index access methods, without SPI
-// or a plan: the claim's insert of a new key (INSERT ... ON CONFLICT DO NOTHING, by the same
-// speculative-insertion protocol as the executor's ExecInsert) and the read of an existing
-// record. idem_claim uses it under idempotency.direct_access (on by default); everything else,
-// and every path that changes an existing record, goes through saved SPI plans.
+// Direct access (src/direct_access.hpp) to idempotency.records: the claim's insert of a new key
+// (INSERT ... ON CONFLICT DO NOTHING) and the read of an existing record. idem_claim uses it
+// under idempotency.direct_access (on by default); every path that changes an existing record
+// goes through saved SPI plans.
 #pragma once
 
-#include "pg_cpp.hpp"
+#include "direct_access.hpp"
 
 extern "C" {
 #include "datatype/timestamp.h"
@@ -34,17 +33,7 @@ struct NewRecord {
     TimestampTz now, lease_expires_at, expires_at;
 };
 
-enum class InsertResult {
-    Inserted, // the row is written
-    Read,     // the key has a record, read into *out
-    Exists,   // the key has a record, not read (see insert_new)
-    Unusable  // the table has triggers, rules, row security or another shape: use SQL instead
-};
-
-// True when relid is listed in Citus's pg_dist_partition (a distributed, reference or Citus-local
-// table, or on a worker the shell of one): its rows live in shards, never in the relation
-// itself. False without Citus (no such catalog).
-bool citus_table(Oid relid);
+using direct::InsertResult;
 
 // INSERT ... ON CONFLICT (scope, key) DO NOTHING of rec. Like the statement, it waits for a
 // transaction that is inserting or changing the key's record and then decides on the committed

@@ -1,0 +1,242 @@
+// Direct access to the extension's own tables (see direct_access.hpp).
+#include "direct_access.hpp"
+#include "pg_compat.hpp"
+#include "spi_util.hpp"
+
+extern "C" {
+#include "access/genam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_namespace.h"
+#include "executor/executor.h"
+#include "nodes/makefuncs.h"
+#include "storage/lmgr.h"
+#include "tcop/utility.h"
+#include "utils/fmgroids.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+}
+
+namespace idem::pg::direct {
+namespace {
+
+// The tables resolved in this backend, forgotten together on an invalidation.
+constexpr int MAX_TABLES = 4;
+Table *known[MAX_TABLES];
+int n_known = 0;
+bool callback_registered = false;
+
+// Forgets a resolved table when it (or everything) is invalidated.
+void relcache_changed(Datum, Oid relid) {
+    for (int i = 0; i < n_known; i++)
+        if (relid == InvalidOid || relid == known[i]->relid)
+            known[i]->relid = InvalidOid;
+}
+
+// Remembers t for the invalidation callback (once per table).
+void track(Table *t) {
+    if (!callback_registered) {
+        CacheRegisterRelcacheCallback(relcache_changed, (Datum)0);
+        callback_registered = true;
+    }
+    for (int i = 0; i < n_known; i++)
+        if (known[i] == t)
+            return;
+    if (n_known == MAX_TABLES)
+        elog(ERROR, "too many tables for direct access");
+    known[n_known++] = t;
+}
+
+bool is_own(const char *name, const char *const *own, int n) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(name, own[i]) == 0)
+            return true;
+    return false;
+}
+
+// True when the table has no column, constraint or default beyond the shape's.
+bool plain_columns(Relation rel, const Table &t) {
+    const TableShape &s = *t.shape;
+    TupleDesc desc = RelationGetDescr(rel);
+    if (desc->natts != s.ncolumns)
+        return false;
+    for (int i = 0; i < desc->natts; i++)
+        if (TupleDescAttr(desc, i)->attisdropped)
+            return false;
+    for (int c = 0; c < s.ncolumns; c++) {
+        Form_pg_attribute a = TupleDescAttr(desc, t.att[c] - 1);
+        if (a->atttypid != s.types[c] || (a->attnotnull && (s.nullable & (1u << c))))
+            return false;
+    }
+    const TupleConstr *constr = desc->constr;
+    if (constr == nullptr)
+        return true;
+    if (constr->has_generated_stored)
+        return false;
+    for (int i = 0; i < constr->num_check; i++)
+        if (!is_own(constr->check[i].ccname, s.own_checks, s.n_checks))
+            return false;
+    for (int i = 0; i < constr->num_defval; i++) {
+        int c = 0;
+        while (c < s.ncolumns && t.att[c] != constr->defval[i].adnum)
+            c++;
+        if (c == s.ncolumns || !(s.defaulted & (1u << c)))
+            return false;
+    }
+    return true;
+}
+
+// True when the table is still exactly what a direct write assumes: not a Citus table, a plain
+// heap relation with the shape's columns and nothing else, no trigger, rule or row security, the
+// primary key and the shape's own indexes and no other (another unique index would be an arbiter
+// of the SQL statement too). Anything else: the SQL path.
+bool plain_table(Relation rel, const Table &t) {
+    if (t.citus || !t.all_columns || rel->rd_rel->relkind != RELKIND_RELATION ||
+        rel->trigdesc != nullptr || rel->rd_rel->relhasrules || rel->rd_rel->relrowsecurity ||
+        !plain_columns(rel, t))
+        return false;
+    Oid pkey = compat::primary_key_index(rel);
+    if (!OidIsValid(pkey))
+        return false;
+    List *indexes = RelationGetIndexList(rel);
+    bool plain = list_length(indexes) == 1 + t.shape->n_indexes;
+    ListCell *lc;
+    foreach (lc, indexes) {
+        Oid ix = lfirst_oid(lc);
+        if (ix == pkey)
+            continue;
+        char *name = get_rel_name(ix);
+        plain = plain && name != nullptr && is_own(name, t.shape->own_indexes, t.shape->n_indexes);
+    }
+    list_free(indexes);
+    return plain;
+}
+
+} // namespace
+
+// (direct_access.hpp) Resolves the table and its column numbers (by name). A missing column is
+// not an error here: the table is then not plain and the caller takes the SQL path.
+const Table &resolve(Table *t) {
+    if (OidIsValid(t->relid))
+        return *t;
+    track(t);
+    const TableShape &s = *t->shape;
+    Assert(s.ncolumns <= MAX_COLUMNS);
+    Oid relid = get_relname_relid(s.relname, extension_schema());
+    if (!OidIsValid(relid))
+        elog(ERROR, "table idempotency.%s is missing", s.relname);
+    t->citus = citus_table(relid);
+    t->all_columns = true;
+    for (int c = 0; c < s.ncolumns; c++) {
+        t->att[c] = get_attnum(relid, s.columns[c]);
+        if (t->att[c] == InvalidAttrNumber)
+            t->all_columns = false;
+    }
+    t->relid = relid; // last: an error above leaves the table unresolved
+    return *t;
+}
+
+// (direct_access.hpp) True when relid is a Citus table: listed in pg_dist_partition, the catalog
+// of distributed, reference and Citus-local tables (on a worker it lists the shell tables too).
+// Its rows live in shards, and a write to the relation itself would land in the coordinator's
+// local copy or in a worker's shell table, where no query on the distributed table sees it.
+// Read by a plain catalog scan without Citus's headers or functions; no such catalog, no Citus.
+bool citus_table(Oid relid) {
+    Oid dist = get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE);
+    if (!OidIsValid(dist))
+        return false;
+    AttrNumber att = get_attnum(dist, "logicalrelid");
+    if (att == InvalidAttrNumber)
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("pg_catalog.pg_dist_partition has no column logicalrelid"),
+                        errdetail("The extension cannot tell whether its tables are Citus "
+                                  "tables, so it does not write them directly.")));
+    Relation d = table_open(dist, AccessShareLock);
+    ScanKeyData key;
+    ScanKeyInit(&key, att, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+    SysScanDesc scan = systable_beginscan(d, InvalidOid, false, nullptr, 1, &key);
+    bool found = HeapTupleIsValid(systable_getnext(scan));
+    systable_endscan(scan);
+    table_close(d, AccessShareLock);
+    return found;
+}
+
+// (direct_access.hpp) The speculative insertion of nodeModifyTable.c's ExecInsert for ON
+// CONFLICT DO NOTHING: check the arbiter index (waiting for in-progress transactions), insert the
+// heap tuple with a speculative token, insert its index entries, and confirm it, or kill it and
+// start over when a concurrent insert of the same key won the race in between.
+InsertResult insert(Table *t, const char *caller, const Datum *values, const bool *nulls,
+                    ConflictReader read, void *read_arg) {
+    PreventCommandIfReadOnly(caller);
+    PreventCommandIfParallelMode(caller);
+    PreventCommandDuringRecovery(caller);
+    // As SPI before each statement: what this statement wrote so far (a CTE, an earlier call in
+    // the same statement) is visible to the check and the read.
+    CommandCounterIncrement();
+    Oid relid = resolve(t).relid;
+    Relation rel = table_open(relid, RowExclusiveLock);
+    // Taking the lock processed pending invalidations (ALTER TABLE, REINDEX CONCURRENTLY, a new
+    // primary key): resolve again now that the definition cannot change under us. Never write a
+    // Citus table here, even when the cached answer is out of date (a backend that resolved the
+    // table before Citus listed it): with Citus installed the catalog is read again under the
+    // lock, and the caller takes the SQL path, which Citus routes to the shard.
+    const Table &r = resolve(t);
+    if (r.relid != relid || !plain_table(rel, r) || citus_table(relid)) {
+        t->citus = t->citus || citus_table(relid);
+        table_close(rel, NoLock);
+        return InsertResult::Unusable;
+    }
+    Oid pkey = compat::primary_key_index(rel);
+    EState *estate = CreateExecutorState();
+    MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
+    ResultRelInfo *rri = makeNode(ResultRelInfo);
+    InitResultRelInfo(rri, rel, 1, nullptr, 0);
+    ExecOpenIndices(rri, true);
+    TupleTableSlot *slot = table_slot_create(rel, nullptr);
+    ExecClearTuple(slot);
+    for (int i = 0; i < slot->tts_tupleDescriptor->natts; i++)
+        slot->tts_isnull[i] = true;
+    for (int c = 0; c < r.shape->ncolumns; c++) {
+        slot->tts_values[r.att[c] - 1] = values[c];
+        slot->tts_isnull[r.att[c] - 1] = nulls[c];
+    }
+    ExecStoreVirtualTuple(slot);
+
+    estate->es_output_cid = GetCurrentCommandId(true);
+    List *arbiters = list_make1_oid(pkey);
+    InsertResult result;
+    ItemPointerData conflict;
+    for (;;) {
+        if (!compat::check_arbiters(rri, slot, estate, &conflict, arbiters)) {
+            result = InsertResult::Exists;
+            if (read != nullptr && read(rel, &conflict, slot, read_arg))
+                result = InsertResult::Read;
+            break;
+        }
+        uint32 token = SpeculativeInsertionLockAcquire(GetCurrentTransactionId());
+        table_tuple_insert_speculative(rel, slot, estate->es_output_cid, 0, nullptr, token);
+        bool spec_conflict = false;
+        List *recheck =
+            compat::insert_speculative_index_entries(rri, slot, estate, &spec_conflict, arbiters);
+        table_tuple_complete_speculative(rel, slot, token, !spec_conflict);
+        SpeculativeInsertionLockRelease(GetCurrentTransactionId());
+        list_free(recheck);
+        if (!spec_conflict) {
+            result = InsertResult::Inserted;
+            break;
+        }
+    }
+    ExecDropSingleTupleTableSlot(slot);
+    ExecCloseIndices(rri);
+    MemoryContextSwitchTo(old);
+    FreeExecutorState(estate);
+    table_close(rel, NoLock);
+    return result;
+}
+
+} // namespace idem::pg::direct

@@ -1,0 +1,72 @@
+// Direct access (idempotency.direct_access): a new row written into one of the extension's own
+// tables through the table and index access methods, without SPI or a plan, by the same
+// speculative-insertion protocol as the executor's INSERT ... ON CONFLICT (primary key) DO
+// NOTHING. idem_claim (src/records_direct.cpp) and idem_inbox_receive (src/inbox.cpp) use it for
+// a first write; every path that changes an existing row goes through saved SPI plans.
+#pragma once
+
+#include "pg_cpp.hpp"
+
+extern "C" {
+#include "access/tupdesc.h"
+#include "executor/tuptable.h"
+#include "storage/itemptr.h"
+#include "utils/rel.h"
+}
+
+namespace idem::pg::direct {
+
+constexpr int MAX_COLUMNS = 16;
+
+// The definition the extension's install script gives a table, as far as a direct write relies
+// on it. Columns are listed in the order of the caller's values.
+struct TableShape {
+    const char *relname;
+    int ncolumns;
+    const char *const *columns;
+    const Oid *types;
+    const char *const *own_checks; // CHECK constraints every direct row satisfies by construction
+    int n_checks;
+    const char *const *own_indexes; // indexes besides the primary key, maintained as usual
+    int n_indexes;
+    uint32 nullable;  // bit c: a direct row may leave column c NULL, so it must not be NOT NULL
+    uint32 defaulted; // bit c: column c may have a default (every direct row sets it)
+};
+
+// One table as resolved in this backend: its OID and column numbers, forgotten when the relcache
+// says the table changed (ALTER TABLE, DROP/CREATE EXTENSION, Citus distributing it).
+struct Table {
+    const TableShape *shape;
+    Oid relid;
+    bool all_columns; // every column of the shape exists
+    bool citus;       // listed in Citus's pg_dist_partition (see citus_table)
+    AttrNumber att[MAX_COLUMNS];
+};
+
+enum class InsertResult {
+    Inserted, // the row is written
+    Read,     // the key has a row, and the reader read it
+    Exists,   // the key has a row, not read (no reader, or the reader returned false)
+    Unusable  // the table has triggers, rules, row security or another shape: use SQL instead
+};
+
+// Reads the conflicting row version at tid (slot is the table's); false when it cannot.
+using ConflictReader = bool (*)(Relation rel, ItemPointer tid, TupleTableSlot *slot, void *arg);
+
+// The table resolved (once per backend, again after an invalidation); raises when it is missing.
+const Table &resolve(Table *t);
+
+// True when relid is listed in Citus's pg_dist_partition (a distributed, reference or Citus-local
+// table, or on a worker the shell of one): its rows live in shards, never in the relation
+// itself. False without Citus (no such catalog).
+bool citus_table(Oid relid);
+
+// INSERT ... ON CONFLICT (primary key) DO NOTHING of one row (values and nulls in the shape's
+// column order). Like the statement, it waits for a transaction that is inserting or changing
+// the key's row and then decides on the committed outcome; on a conflict it calls read (when
+// given) with the conflicting version. caller names the SQL function in errors (25006 in a
+// read-only transaction or during recovery).
+InsertResult insert(Table *t, const char *caller, const Datum *values, const bool *nulls,
+                    ConflictReader read, void *read_arg);
+
+} // namespace idem::pg::direct
