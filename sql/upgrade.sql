@@ -180,8 +180,14 @@ FROM pg_proc p WHERE p.oid = to_regprocedure('idem_require_pg_cron(text)');
 SELECT outcome, attempt FROM idem_claim('up/c', 'open', '\x06', wait => false);
 
 -- updating to the installed version is a no-op notice, an unknown version an error
+-- 0.3 -> 0.4: the inbox's primary key leads with the event id; the entries survive and still
+-- answer duplicate
+SELECT idem_inbox_receive('up-consumer', 'up-evt', '\x01');
 ALTER EXTENSION idempotency UPDATE TO '0.4';
 SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
+SELECT pg_get_indexdef('idempotency.inbox_pkey'::regclass) AS inbox_pkey;
+SELECT idem_inbox_receive('up-consumer', 'up-evt', '\x01') AS again,
+       idem_inbox_receive('up-consumer', 'up-evt', '\x02') AS other_payload;
 SET client_min_messages = notice;
 ALTER EXTENSION idempotency UPDATE TO '0.4';
 \set VERBOSITY terse

@@ -8,6 +8,7 @@ extern "C" {
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/index.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_namespace.h"
@@ -15,6 +16,7 @@ extern "C" {
 #include "nodes/makefuncs.h"
 #include "storage/lmgr.h"
 #include "tcop/utility.h"
+#include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -91,30 +93,69 @@ bool plain_columns(Relation rel, const Table &t) {
     return true;
 }
 
+// The position of index ix among the shape's own indexes when its definition is the one the
+// install script gives it; -1 otherwise.
+int own_index(const TableShape &s, Oid ix) {
+    char *name = get_rel_name(ix);
+    for (int i = 0; name != nullptr && i < s.n_indexes; i++) {
+        if (strcmp(name, s.own_indexes[i]) != 0)
+            continue;
+        text *def = DatumGetTextPP(DirectFunctionCall1(pg_get_indexdef, ObjectIdGetDatum(ix)));
+        return strcmp(text_to_cstring(def), s.own_index_defs[i]) == 0 ? i : -1;
+    }
+    return -1;
+}
+
 // True when the table is still exactly what a direct write assumes: not a Citus table, a plain
 // heap relation with the shape's columns and nothing else, no trigger, rule or row security, the
-// primary key and the shape's own indexes and no other (another unique index would be an arbiter
-// of the SQL statement too). Anything else: the SQL path.
-bool plain_table(Relation rel, const Table &t) {
-    if (t.citus || !t.all_columns || rel->rd_rel->relkind != RELKIND_RELATION ||
+// primary key and the shape's own indexes, as defined, and no other (another unique index would
+// be an arbiter of the SQL statement too). Anything else: the SQL path. Notes the indexes in t.
+bool plain_table(Relation rel, Table *t) {
+    if (t->citus || !t->all_columns || rel->rd_rel->relkind != RELKIND_RELATION ||
         rel->trigdesc != nullptr || rel->rd_rel->relhasrules || rel->rd_rel->relrowsecurity ||
-        !plain_columns(rel, t))
+        !plain_columns(rel, *t))
         return false;
     Oid pkey = compat::primary_key_index(rel);
     if (!OidIsValid(pkey))
         return false;
+    t->indexes[0] = pkey;
     List *indexes = RelationGetIndexList(rel);
-    bool plain = list_length(indexes) == 1 + t.shape->n_indexes;
+    bool plain = list_length(indexes) == 1 + t->shape->n_indexes;
     ListCell *lc;
     foreach (lc, indexes) {
         Oid ix = lfirst_oid(lc);
         if (ix == pkey)
             continue;
-        char *name = get_rel_name(ix);
-        plain = plain && name != nullptr && is_own(name, t.shape->own_indexes, t.shape->n_indexes);
+        int i = own_index(*t->shape, ix);
+        plain = plain && i >= 0;
+        if (i >= 0)
+            t->indexes[1 + i] = ix;
     }
     list_free(indexes);
     return plain;
+}
+
+// Opens the indexes the row has entries in (the primary key as the arbiter), as ExecOpenIndices
+// opens all of them; a partial index's predicate is not evaluated again.
+void open_indexes(ResultRelInfo *rri, const Table &t, const Datum *values, const bool *nulls) {
+    const TableShape &s = *t.shape;
+    int n = 0;
+    rri->ri_IndexRelationDescs = (Relation *)palloc(sizeof(Relation) * (1 + s.n_indexes));
+    rri->ri_IndexRelationInfo = (IndexInfo **)palloc(sizeof(IndexInfo *) * (1 + s.n_indexes));
+    for (int i = 0; i <= s.n_indexes; i++) {
+        if (i > 0 && s.has_entry != nullptr && !s.has_entry(i - 1, values, nulls))
+            continue;
+        Relation ix = index_open(t.indexes[i], RowExclusiveLock);
+        IndexInfo *info = BuildIndexInfo(ix);
+        if (i == 0)
+            BuildSpeculativeIndexInfo(ix, info);
+        else if (s.has_entry != nullptr)
+            info->ii_Predicate = NIL; // has_entry decided it by the verified definition
+        rri->ri_IndexRelationDescs[n] = ix;
+        rri->ri_IndexRelationInfo[n] = info;
+        n++;
+    }
+    rri->ri_NumIndices = n;
 }
 
 } // namespace
@@ -137,6 +178,7 @@ const Table &resolve(Table *t) {
         if (t->att[c] == InvalidAttrNumber)
             t->all_columns = false;
     }
+    t->plain = -1;
     t->relid = relid; // last: an error above leaves the table unresolved
     return *t;
 }
@@ -186,7 +228,9 @@ InsertResult insert(Table *t, const char *caller, const Datum *values, const boo
     // table before Citus listed it): with Citus installed the catalog is read again under the
     // lock, and the caller takes the SQL path, which Citus routes to the shard.
     const Table &r = resolve(t);
-    if (r.relid != relid || !plain_table(rel, r) || citus_table(relid)) {
+    if (r.relid == relid && r.plain < 0)
+        t->plain = plain_table(rel, t) ? 1 : 0;
+    if (r.relid != relid || r.plain == 0 || citus_table(relid)) {
         t->citus = t->citus || citus_table(relid);
         table_close(rel, NoLock);
         return InsertResult::Unusable;
@@ -196,7 +240,7 @@ InsertResult insert(Table *t, const char *caller, const Datum *values, const boo
     MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
     ResultRelInfo *rri = makeNode(ResultRelInfo);
     InitResultRelInfo(rri, rel, 1, nullptr, 0);
-    ExecOpenIndices(rri, true);
+    open_indexes(rri, r, values, nulls);
     TupleTableSlot *slot = table_slot_create(rel, nullptr);
     ExecClearTuple(slot);
     for (int i = 0; i < slot->tts_tupleDescriptor->natts; i++)

@@ -17,6 +17,7 @@ extern "C" {
 namespace idem::pg::direct {
 
 constexpr int MAX_COLUMNS = 16;
+constexpr int MAX_OWN_INDEXES = 2;
 
 // The definition the extension's install script gives a table, as far as a direct write relies
 // on it. Columns are listed in the order of the caller's values.
@@ -27,20 +28,26 @@ struct TableShape {
     const Oid *types;
     const char *const *own_checks; // CHECK constraints every direct row satisfies by construction
     int n_checks;
-    const char *const *own_indexes; // indexes besides the primary key, maintained as usual
+    const char *const *own_indexes;    // non-unique indexes besides the primary key, by name
+    const char *const *own_index_defs; // and as pg_get_indexdef shows them when installed
     int n_indexes;
     uint32 nullable;  // bit c: a direct row may leave column c NULL, so it must not be NOT NULL
     uint32 defaulted; // bit c: column c may have a default (every direct row sets it)
+    // False when own index i has no entry for the row (a partial index whose predicate the row
+    // fails, as its definition above says); nullptr: every row has an entry in every index.
+    bool (*has_entry)(int i, const Datum *values, const bool *nulls) = nullptr;
 };
 
 // One table as resolved in this backend: its OID and column numbers, forgotten when the relcache
 // says the table changed (ALTER TABLE, DROP/CREATE EXTENSION, Citus distributing it).
 struct Table {
     const TableShape *shape;
-    Oid relid;
+    Oid relid = InvalidOid;
     bool all_columns; // every column of the shape exists
     bool citus;       // listed in Citus's pg_dist_partition (see citus_table)
     AttrNumber att[MAX_COLUMNS];
+    int plain = -1; // -1 not checked yet, 0 no, 1 yes: the table is what the shape describes
+    Oid indexes[1 + MAX_OWN_INDEXES] = {}; // the primary key, then the own indexes in shape order
 };
 
 enum class InsertResult {

@@ -1,12 +1,15 @@
 // Inbox: idem_inbox_receive, and what the queue functions (src/inbox_queue.cpp) share with it.
 //
-// A first delivery is one saved INSERT ... ON CONFLICT DO NOTHING into idempotency.inbox, in the
-// caller's transaction: a concurrent delivery of the same event waits for that transaction and
-// then sees the committed row (duplicate) or, after a rollback, inserts it itself (new). Only an
-// existing row is locked and compared (payload hash, TTL). A unique violation never escapes.
-// The ordering guard keeps the last applied sequence number per (consumer, entity key) in
-// idempotency.inbox_entities and advances it with an upsert whose WHERE refuses older events.
+// A first delivery is one INSERT ... ON CONFLICT DO NOTHING into idempotency.inbox, in the
+// caller's transaction, through the access methods (src/direct_access.hpp; a saved SQL statement
+// when idempotency.direct_access is off or the table is not the extension's plain one): a
+// concurrent delivery of the same event waits for that transaction and then sees the committed row
+// (duplicate) or, after a rollback, inserts it itself (new). Only an existing row is locked and
+// compared (payload hash, TTL). A unique violation never escapes. The ordering guard keeps the last
+// applied sequence number per (consumer, entity key) in idempotency.inbox_entities and advances it
+// with an upsert whose WHERE refuses older events.
 #include "inbox.hpp"
+#include "direct_access.hpp"
 #include "errors.hpp"
 #include "operations.hpp"
 #include "settings.hpp"
@@ -122,6 +125,50 @@ const char *const SQL_ENTITY_GET =
 
 SPIPlanPtr plan_insert, plan_reset, plan_lock, plan_entity_get;
 
+// The columns of idempotency.inbox as the direct path writes them, in table order.
+enum InboxColumn {
+    C_CONSUMER,
+    C_EVENT_ID,
+    C_STATUS,
+    C_HASH,
+    C_TYPE,
+    C_PAYLOAD,
+    C_ENTITY_KEY,
+    C_ENTITY_SEQ,
+    C_ATTEMPT,
+    C_LAST_ERROR,
+    C_LEASE,
+    C_RECEIVED,
+    C_UPDATED,
+    C_EXPIRES,
+    C_COUNT
+};
+const char *const INBOX_COLUMNS[C_COUNT] = {
+    "consumer",         "event_id",    "status",     "payload_hash", "event_type",
+    "payload",          "entity_key",  "entity_seq", "attempt",      "last_error",
+    "lease_expires_at", "received_at", "updated_at", "expires_at"};
+const Oid INBOX_TYPES[C_COUNT] = {
+    TEXTOID, TEXTOID, TEXTOID, BYTEAOID,       TEXTOID,        BYTEAOID,       TEXTOID,
+    INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+// Satisfied by construction: status received or done, attempt 0 or 1, entity key and sequence
+// number given together (check_delivery).
+const char *const INBOX_CHECKS[] = {"inbox_status_check", "inbox_attempt_check", "inbox_check"};
+const char *const INBOX_INDEXES[] = {"inbox_queue"};
+const char *const INBOX_INDEX_DEFS[] = {
+    "CREATE INDEX inbox_queue ON idempotency.inbox USING btree (consumer, received_at) WHERE "
+    "(status = ANY (ARRAY['received'::text, 'processing'::text]))"};
+constexpr uint32 INBOX_NULLABLE = 1u << C_HASH | 1u << C_TYPE | 1u << C_PAYLOAD |
+                                  1u << C_ENTITY_KEY | 1u << C_ENTITY_SEQ | 1u << C_LAST_ERROR |
+                                  1u << C_LEASE;
+// A new entry is in the queue index (received or processing) only when it is queued.
+bool queue_entry(int, const Datum *values, const bool *) {
+    return *VARDATA_ANY(DatumGetPointer(values[C_STATUS])) == 'r';
+}
+const idem::pg::direct::TableShape INBOX_SHAPE = {
+    "inbox",          C_COUNT, INBOX_COLUMNS,  INBOX_TYPES, INBOX_CHECKS, 3, INBOX_INDEXES,
+    INBOX_INDEX_DEFS, 1,       INBOX_NULLABLE, 0,           queue_entry};
+idem::pg::direct::Table inbox_table = {&INBOX_SHAPE};
+
 // NULL-aware bytea equality; a missing hash on either side matches (nothing to compare).
 bool hashes_match(bool a_null, Datum a, bool b_null, Datum b) {
     if (a_null || b_null)
@@ -217,9 +264,32 @@ void check_delivery(const ReceiveArgs *a, Delivery *d) {
     memcpy(d->row_nulls, row_nulls, sizeof row_nulls);
 }
 
+// Writes a first delivery through the access methods (the row of SQL_INSERT): Inserted, Exists
+// (the event has an entry) or Unusable (the table is not the extension's plain one).
+idem::pg::direct::InsertResult insert_direct(const Delivery *d) {
+    Datum v[C_COUNT];
+    bool n[C_COUNT];
+    for (int c = C_CONSUMER; c <= C_ATTEMPT; c++) {
+        v[c] = d->row[c];
+        n[c] = d->row_nulls[c] == 'n';
+    }
+    v[C_LAST_ERROR] = v[C_LEASE] = (Datum)0;
+    n[C_LAST_ERROR] = n[C_LEASE] = true;
+    v[C_RECEIVED] = v[C_UPDATED] = d->row[9];
+    v[C_EXPIRES] = d->row[10];
+    n[C_RECEIVED] = n[C_UPDATED] = n[C_EXPIRES] = false;
+    auto r = idem::pg::direct::insert(&inbox_table, "idem_inbox_receive", v, n, nullptr, nullptr);
+    if (r == idem::pg::direct::InsertResult::Unusable)
+        // Said at DEBUG1 so that a test can tell the direct path ran (sql/inbox.sql).
+        ereport(DEBUG1, (errmsg_internal("idem_inbox_receive takes the SQL path: "
+                                         "idempotency.inbox is not the extension's plain table")));
+    return r;
+}
+
 // Writes the delivery as a first one (nullptr: written) or compares it with the stored event
-// (duplicate or mismatch). Runs as the extension owner.
-const char *insert_or_compare(const ReceiveArgs *a, Delivery *d) {
+// (duplicate or mismatch); exists: the direct insert found an entry, so the first round only
+// reads it. Runs as the extension owner.
+const char *insert_or_compare(const ReceiveArgs *a, Delivery *d, bool exists) {
     saved_plan(&plan_insert, SQL_INSERT, 11, INSERT_TYPES);
     saved_plan(&plan_lock, SQL_LOCK, 2, KEY_TYPES);
     Datum keyv[2] = {d->consumer, d->event_id};
@@ -229,7 +299,7 @@ const char *insert_or_compare(const ReceiveArgs *a, Delivery *d) {
                             errmsg("could not record the event: its inbox entry kept being "
                                    "deleted concurrently"),
                             errhint("Retry the transaction.")));
-        if (exec(plan_insert, d->row, d->row_nulls, false, 0) == 1)
+        if (!(round == 0 && exists) && exec(plan_insert, d->row, d->row_nulls, false, 0) == 1)
             return nullptr;
         if (exec(plan_lock, keyv, nullptr, false, 1) == 0)
             continue; // purged since the insert saw it: insert again
@@ -254,9 +324,17 @@ const char *insert_or_compare(const ReceiveArgs *a, Delivery *d) {
 const char *receive(const ReceiveArgs *a) {
     Delivery d;
     check_delivery(a, &d);
+    using idem::pg::direct::InsertResult;
+    InsertResult first = idem::settings::direct_access ? insert_direct(&d) : InsertResult::Unusable;
+    if (first == InsertResult::Inserted && a->entity_key_null) {
+        idem::operations::count_inbox("new");
+        return "new";
+    }
     idem::pg::SavedUser su;
     idem::pg::enter(&su);
-    const char *outcome = insert_or_compare(a, &d);
+    const char *outcome = first == InsertResult::Inserted
+                              ? nullptr
+                              : insert_or_compare(a, &d, first == InsertResult::Exists);
     if (outcome == nullptr) {
         outcome = "new";
         if (!a->entity_key_null) {

@@ -48,9 +48,11 @@ const char *const OWN_CHECKS[] = {"records_status_check", "records_attempt_check
 // as the SQL statement leaves it to the default).
 constexpr uint32 NULLABLE =
     1u << A_FINGERPRINT | 1u << A_RESOURCE_ID | 1u << A_RESPONSE | 1u << A_RESPONSE_STATUS;
-const direct::TableShape SHAPE = {"records", A_COUNT, COLUMN_NAMES, COLUMN_TYPES,     OWN_CHECKS, 2,
-                                  nullptr,   0,       NULLABLE,     1u << A_RETRYABLE};
-direct::Table records = {&SHAPE, InvalidOid, false, false, {}};
+const direct::TableShape SHAPE = {"records",    A_COUNT,          COLUMN_NAMES,
+                                  COLUMN_TYPES, OWN_CHECKS,       2, // columns, checks
+                                  nullptr,      nullptr,          0, // no index but the primary key
+                                  NULLABLE,     1u << A_RETRYABLE};
+direct::Table records = {&SHAPE};
 
 // A varlena column of the slot, copied into cxt.
 Datum copied(TupleTableSlot *slot, AttrNumber att, MemoryContext cxt, bool *isnull) {
