@@ -135,9 +135,29 @@ bool plain_table(Relation rel, Table *t) {
     return plain;
 }
 
+// The IndexInfo of index i (0: the primary key, with what a speculative insertion needs), built
+// once per resolution of the table: neither the arbiter check nor the insertion of btree entries
+// without expressions changes it.
+IndexInfo *index_info(Table &t, int i, Relation ix) {
+    if (t.infos[i] != nullptr)
+        return t.infos[i];
+    if (t.cxt == nullptr)
+        t.cxt = AllocSetContextCreate(CacheMemoryContext, "idempotency direct access",
+                                      ALLOCSET_SMALL_SIZES);
+    MemoryContext old = MemoryContextSwitchTo(t.cxt);
+    IndexInfo *info = BuildIndexInfo(ix);
+    if (i == 0)
+        BuildSpeculativeIndexInfo(ix, info);
+    else if (t.shape->has_entry != nullptr)
+        info->ii_Predicate = NIL; // has_entry decides it by the verified definition
+    MemoryContextSwitchTo(old);
+    t.infos[i] = info;
+    return info;
+}
+
 // Opens the indexes the row has entries in (the primary key as the arbiter), as ExecOpenIndices
 // opens all of them; a partial index's predicate is not evaluated again.
-void open_indexes(ResultRelInfo *rri, const Table &t, const Datum *values, const bool *nulls) {
+void open_indexes(ResultRelInfo *rri, Table &t, const Datum *values, const bool *nulls) {
     const TableShape &s = *t.shape;
     int n = 0;
     rri->ri_IndexRelationDescs = (Relation *)palloc(sizeof(Relation) * (1 + s.n_indexes));
@@ -146,13 +166,8 @@ void open_indexes(ResultRelInfo *rri, const Table &t, const Datum *values, const
         if (i > 0 && s.has_entry != nullptr && !s.has_entry(i - 1, values, nulls))
             continue;
         Relation ix = index_open(t.indexes[i], RowExclusiveLock);
-        IndexInfo *info = BuildIndexInfo(ix);
-        if (i == 0)
-            BuildSpeculativeIndexInfo(ix, info);
-        else if (s.has_entry != nullptr)
-            info->ii_Predicate = NIL; // has_entry decided it by the verified definition
         rri->ri_IndexRelationDescs[n] = ix;
-        rri->ri_IndexRelationInfo[n] = info;
+        rri->ri_IndexRelationInfo[n] = index_info(t, i, ix);
         n++;
     }
     rri->ri_NumIndices = n;
@@ -179,6 +194,10 @@ const Table &resolve(Table *t) {
             t->all_columns = false;
     }
     t->plain = -1;
+    if (t->cxt != nullptr)
+        MemoryContextReset(t->cxt);
+    for (IndexInfo *&info : t->infos)
+        info = nullptr;
     t->relid = relid; // last: an error above leaves the table unresolved
     return *t;
 }
@@ -240,7 +259,7 @@ InsertResult insert(Table *t, const char *caller, const Datum *values, const boo
     MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
     ResultRelInfo *rri = makeNode(ResultRelInfo);
     InitResultRelInfo(rri, rel, 1, nullptr, 0);
-    open_indexes(rri, r, values, nulls);
+    open_indexes(rri, *t, values, nulls);
     TupleTableSlot *slot = table_slot_create(rel, nullptr);
     ExecClearTuple(slot);
     for (int i = 0; i < slot->tts_tupleDescriptor->natts; i++)

@@ -10,6 +10,7 @@
 extern "C" {
 #include "access/tupdesc.h"
 #include "executor/tuptable.h"
+#include "nodes/execnodes.h"
 #include "storage/itemptr.h"
 #include "utils/rel.h"
 }
@@ -47,6 +48,8 @@ struct Table {
     bool citus;       // listed in Citus's pg_dist_partition (see citus_table)
     AttrNumber att[MAX_COLUMNS];
     int plain = -1; // -1 not checked yet, 0 no, 1 yes: the table is what the shape describes
+    MemoryContext cxt = nullptr;                // holds infos until the table is resolved again
+    IndexInfo *infos[1 + MAX_OWN_INDEXES] = {}; // built once per resolution (read-only after)
     Oid indexes[1 + MAX_OWN_INDEXES] = {}; // the primary key, then the own indexes in shape order
 };
 

@@ -413,7 +413,6 @@ Step claim_round(Claim *c) {
 IDEM_PG_FUNCTION(idem_claim) {
     Claim c;
     claim_args(fcinfo, &c);
-    TupleDesc desc = idem::pg::result_desc(fcinfo);
     for (int round = 0; c.res.outcome == nullptr; round++) {
         if (round == 10)
             ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -431,6 +430,5 @@ IDEM_PG_FUNCTION(idem_claim) {
     idem::operations::count_claim(c.res.outcome);
 
     set_out(&c.res, O_OUTCOME, CStringGetTextDatum(c.res.outcome));
-    HeapTuple tuple = heap_form_tuple(desc, c.res.values, c.res.nulls);
-    PG_RETURN_DATUM(HeapTupleGetDatum(tuple));
+    PG_RETURN_DATUM(idem::pg::result_row(fcinfo, c.res.values, c.res.nulls));
 }

@@ -10,6 +10,7 @@ extern "C" {
 #include "utils/memutils.h"
 #include "utils/inval.h"
 #include "utils/syscache.h"
+#include "utils/typcache.h"
 }
 
 namespace idem::pg {
@@ -102,6 +103,17 @@ TupleDesc result_desc(FunctionCallInfo fcinfo) {
         MemoryContextSwitchTo(old);
     }
     return static_cast<TupleDesc>(fcinfo->flinfo->fn_extra);
+}
+
+// (spi_util.hpp) The result row, by the type cache for a named composite result type.
+Datum result_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls) {
+    Oid type = get_fn_expr_rettype(fcinfo->flinfo);
+    if (!OidIsValid(type) || type == RECORDOID || fcinfo->flinfo->fn_extra != nullptr)
+        return HeapTupleGetDatum(heap_form_tuple(result_desc(fcinfo), values, nulls));
+    TupleDesc desc = lookup_rowtype_tupdesc(type, -1);
+    HeapTuple tuple = heap_form_tuple(desc, values, nulls);
+    ReleaseTupleDesc(desc);
+    return HeapTupleGetDatum(tuple);
 }
 
 } // namespace idem::pg

@@ -43,4 +43,9 @@ Datum col(uint64 row, int attno, bool *isnull);
 // The blessed row type the calling function returns (a composite), cached for the call site.
 TupleDesc result_desc(FunctionCallInfo fcinfo);
 
+// The function's result row of values/nulls: by the type cache when the call declares a named
+// composite type (cheaper than result_desc for a new call site, as a FROM item gets on every
+// execution), else by result_desc.
+Datum result_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
+
 } // namespace idem::pg
