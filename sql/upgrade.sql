@@ -179,15 +179,46 @@ SELECT p.oid::regprocedure AS helper,
 FROM pg_proc p WHERE p.oid = to_regprocedure('idem_require_pg_cron(text)');
 SELECT outcome, attempt FROM idem_claim('up/c', 'open', '\x06', wait => false);
 
--- updating to the installed version is a no-op notice, an unknown version an error
--- 0.3 -> 0.4: the inbox's primary key leads with the event id; the entries survive and still
+-- 0.3 -> 0.4: idem_inbox_stats counts a queued or leased event past its TTL as pending, as it
+-- does before its TTL (0.3 counted it as expired, though such an event never expires: the purge
+-- never deletes it and idem_inbox_next still hands it out); a finished entry past its TTL stays
+-- expired. The view keeps its grants, its membership of the extension and a comment.
+SELECT idem_inbox_receive('up-queue', 'e-' || i, enqueue => true, ttl => '1 ms') AS queued
+FROM generate_series(1, 2) i;
+SELECT event_id AS leased FROM idem_inbox_next('up-queue', 1);
+SELECT idem_inbox_receive('up-queue', 'e-done', ttl => '1 ms') AS done;
+SELECT pg_sleep(0.02);
+CREATE TEMP VIEW up_inbox AS
+    SELECT consumer, received, pending, processing, processed, expired,
+           oldest_pending_age = statement_timestamp() - (SELECT min(received_at) FROM idempotency.inbox
+                                                         WHERE consumer = 'up-queue') AS oldest_is_first
+    FROM idem_inbox_stats WHERE consumer = 'up-queue';
+CREATE TEMP VIEW up_inbox_view AS
+    SELECT c.relacl::text AS acl,
+           has_table_privilege('pg_monitor', c.oid, 'SELECT') AS pg_monitor_reads,
+           has_table_privilege('public', c.oid, 'SELECT') AS public_reads,
+           EXISTS (SELECT FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+                   WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e'
+                     AND e.extname = 'idempotency') AS member,
+           obj_description(c.oid, 'pg_class') AS comment
+    FROM pg_class c WHERE c.oid = 'idem_inbox_stats'::regclass;
+SELECT * FROM up_inbox;
+CREATE TEMP TABLE up_inbox_view_03 AS TABLE up_inbox_view;
+-- and the inbox's primary key leads with the event id; the entries survive and still
 -- answer duplicate
 SELECT idem_inbox_receive('up-consumer', 'up-evt', '\x01');
 ALTER EXTENSION idempotency UPDATE TO '0.4';
 SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
+SELECT * FROM up_inbox;
+SELECT v.acl = o.acl AS same_acl, v.pg_monitor_reads, v.public_reads, v.member,
+       o.comment ~ '^Inbox events per consumer' AS comment_03,
+       v.comment ~ '^Inbox events per consumer: .*pending \(queued or leased, whatever their age' AS comment_04
+FROM up_inbox_view v, up_inbox_view_03 o;
 SELECT pg_get_indexdef('idempotency.inbox_pkey'::regclass) AS inbox_pkey;
 SELECT idem_inbox_receive('up-consumer', 'up-evt', '\x01') AS again,
        idem_inbox_receive('up-consumer', 'up-evt', '\x02') AS other_payload;
+
+-- updating to the installed version is a no-op notice, an unknown version an error
 SET client_min_messages = notice;
 ALTER EXTENSION idempotency UPDATE TO '0.4';
 \set VERBOSITY terse
