@@ -1,0 +1,55 @@
+# bench/lib.sh: what the pgbench benchmarks share (sourced by bench/load.sh and bench/inbox.sh,
+# from the top of the work tree). The summaries are bench/summarise.py.
+
+# bench_cluster PORT FSYNC: a throwaway cluster of its own (test/pgcluster, /tmp/idem-pg-PORT,
+# removed first and again on exit) with the installed extension preloaded and fsync = FSYNC
+# (test/pgcluster sets it off; on, synchronous_commit = on costs a real WAL flush); exports
+# PGHOST, PGPORT, PGUSER.
+bench_cluster() {
+    export IDEM_PGPORT=$1
+    export IDEM_PGDIR=/tmp/idem-pg-$IDEM_PGPORT
+    test/pgcluster stop >/dev/null 2>&1 || true
+    eval "$(test/pgcluster start)"
+    export PGHOST PGPORT PGUSER
+    trap 'test/pgcluster stop >/dev/null 2>&1' EXIT
+    psql -Xq -c "ALTER SYSTEM SET fsync = $2"
+    local as_pg=""
+    [ "$(id -u)" = 0 ] && as_pg="runuser -u postgres --"
+    $as_pg "$(pg_config --bindir)/pg_ctl" -D "$IDEM_PGDIR/data" -l "$IDEM_PGDIR/server.log" -w \
+        restart >/dev/null
+}
+
+# bench_order ROUND VARIANT...: the variants in order on odd rounds, reversed on even ones.
+bench_order() {
+    local r=$1
+    shift
+    if [ $((r % 2)) = 0 ]; then printf '%s\n' "$@" | tac | tr '\n' ' '; else echo "$*"; fi
+}
+
+# bench_run NAME CLIENTS SCRIPT [pgbench option...]: one run of SCRIPT on the database bench,
+# pgbench -n -M prepared -c CLIENTS -j min(2, CLIENTS) -T $SECS with the caller's PGOPTIONS and
+# a per-transaction log ($OUT/NAME.log.*, removed after reading unless KEEP_LOGS=1). Prints
+# "TPS P50_MS P99_MS" (the percentiles of every transaction's latency, from the log). Stops the
+# benchmark with pgbench's output when a client aborted or a transaction failed.
+bench_run() {
+    local name=$1 clients=$2 script=$3
+    shift 3
+    local j=2 out="$OUT/$name.out" tps failed p50 p99
+    [ "$clients" -lt 2 ] && j=1
+    if ! pgbench -n -M prepared -c "$clients" -j $j -T "$SECS" -l --log-prefix="$OUT/$name.log" \
+        "$@" -f "$script" bench >"$out" 2>&1; then
+        echo "pgbench failed: $name ($script)" >&2
+        tail -20 "$out" >&2
+        exit 1
+    fi
+    tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p' "$out")
+    failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$out")
+    if [ -z "$tps" ] || [ "${failed:-0}" != 0 ]; then
+        echo "pgbench: $name ($script): no tps or ${failed:-?} failed transactions" >&2
+        tail -20 "$out" >&2
+        exit 1
+    fi
+    read -r p50 p99 _ < <(python3 bench/summarise.py latency "$OUT/$name.log")
+    [ "${KEEP_LOGS:-0}" = 1 ] || rm -f "$OUT/$name".log.*
+    echo "$tps $p50 $p99"
+}
