@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Load and cost of idem_claim (issue 6), pgbench on a throwaway cluster of its own (port
+# Load and cost of idem_claim (issues 6 and 18), pgbench on a throwaway cluster of its own (port
 # 54395, or IDEM_BENCH_PGPORT; the cluster directory /tmp/idem-pg-$PORT is removed first).
 #   bench/load.sh     env: ROUNDS=5 SECS=10 CLIENTS=8 FSYNC=on CPU_ROUNDS=5 CPU_SECS=5
-#                          MEMORY_CLAIMS=1000000 MEMORY_SCRIPT=claim_new KEEP_LOGS=0
+#                          MEMORY_CLAIMS=1000000 MEMORY_SCRIPT=claim_new NOTES=0 KEEP_LOGS=0
 #                          (ROUNDS, CPU_ROUNDS or MEMORY_CLAIMS = 0 skips that part)
 # For each synchronous_commit setting (off, on) and each round, runs every variant once, in
 # alternating order, for SECS seconds with CLIENTS clients (-M prepared), and reports the
 # median TPS of each variant, p50/p99 latency (pgbench -l), and the ratios:
-#   idem_claim on new keys / bare INSERT ... ON CONFLICT DO NOTHING of the same row  (goal >= 0.95)
+#   idem_claim on new keys / bare INSERT ... ON CONFLICT DO NOTHING of the same row, one clock
+#       read (now(), DEFAULT now())                                                  (goal >= 0.95)
 #   idem_claim on new keys / the PL/pgSQL claim of bench/plpgsql_claim.sql           (goal >= 1.15)
-#   idem_claim replays of completed keys / bare primary-key SELECT of the same row   (goal >= 0.9)
+#   idem_claim replays of completed keys / bare primary-key SELECT of the five columns a
+#       replay needs (status, fingerprint, resource_id, response, response_status)  (goal >= 0.9)
+# NOTES=1 adds the baselines before issue 18 for information: insert_new_clock (four
+# clock_timestamp() per row) and select_replay_star (SELECT *).
 # Throughput on a shared 2-core machine is noisy, so each variant's backend CPU time per
 # transaction is also measured (one client; /proc/<backend>/stat), a cost that does not depend on
 # the other load. Then one backend performs MEMORY_CLAIMS claims of new keys (pgbench -c1, one connection) and
@@ -28,6 +32,7 @@ MEMORY_CLAIMS=${MEMORY_CLAIMS:-1000000}
 MEMORY_SCRIPT=${MEMORY_SCRIPT:-claim_new}
 CPU_ROUNDS=${CPU_ROUNDS:-5}
 CPU_SECS=${CPU_SECS:-5}
+NOTES=${NOTES:-0}
 OUT=${OUT:-/tmp/idem-load-$$}
 mkdir -p "$OUT"
 B=bench/pgbench
@@ -45,6 +50,10 @@ VARIANTS="claim_new claim_new_sql insert_new plpgsql_new claim_replay claim_repl
 RATIOS="claim_new/insert_new/0.95 claim_new/plpgsql_new/1.15 claim_replay/select_replay/0.9
     claim_new_sql/insert_new/0.95 claim_replay_sql/select_replay/0.9 claim_new/claim_new_sql/0
     claim_replay/claim_replay_sql/0"
+if [ "$NOTES" = 1 ]; then
+    VARIANTS="$VARIANTS insert_new_clock select_replay_star"
+    RATIOS="$RATIOS claim_new/insert_new_clock/0 claim_replay/select_replay_star/0"
+fi
 variant_opt() { case "$1" in *_sql) echo "-c idempotency.direct_access=off" ;; esac; }
 for sc in off on; do
     for r in $(seq 1 "$ROUNDS"); do
