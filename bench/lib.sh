@@ -19,6 +19,14 @@ bench_cluster() {
         restart >/dev/null
 }
 
+# bench_build: the installed module and extension version the run measures (the module's time
+# and the start of its md5, to tell which build of the work tree it was).
+bench_build() {
+    local so
+    so=$(pg_config --pkglibdir)/idempotency.so
+    echo "idempotency $(psql -XAtq -d bench -c "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"), $so of $(date -u -r "$so" +%FT%TZ), md5 $(md5sum "$so" | cut -c1-12)"
+}
+
 # bench_order ROUND VARIANT...: the variants in order on odd rounds, reversed on even ones.
 bench_order() {
     local r=$1

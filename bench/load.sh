@@ -42,7 +42,7 @@ createdb bench
 psql -Xq -v ON_ERROR_STOP=1 -d bench -f $B/setup.sql
 
 echo "# $(date -u +%FT%TZ) $(nproc) cores, $(pg_config --version), fsync=$FSYNC, $ROUNDS rounds x $SECS s, $CLIENTS clients, load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$OUT/tps.txt"
-echo "# $(git log -1 --format='%h %s' 2>/dev/null | cut -c1-90)" | tee -a "$OUT/tps.txt"
+echo "# $(bench_build); bench scripts of $(git log -1 --format='%h %s' 2>/dev/null | cut -c1-60)" | tee -a "$OUT/tps.txt"
 # A variant ending in _sql runs the same script with idempotency.direct_access = off (the claim
 # inserts and reads through SPI statements instead of the access methods).
 VARIANTS="claim_new claim_new_sql insert_new plpgsql_new claim_replay claim_replay_sql select_replay"
