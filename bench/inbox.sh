@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Cost of the inbox (issue 18), pgbench on a throwaway cluster of its own (port 54394, or
 # IDEM_BENCH_PGPORT; the cluster directory /tmp/idem-pg-$PORT is removed first and at the end).
-#   bench/inbox.sh    env: ROUNDS=5 SECS=10 CLIENTS=8 FSYNC=on PARTS=receive SC="off on" NOTES=0
-#                          KEEP_LOGS=0 OUT=/tmp/...
+#   bench/inbox.sh    env: ROUNDS=5 SECS=10 CLIENTS=8 WORKERS="1 2 4" BACKLOG=1000 FSYNC=on
+#                          PARTS="receive queue" SC="off on" NOTES=0 KEEP_LOGS=0 OUT=/tmp/...
 # Part receive: for each synchronous_commit setting and each round, runs every variant once in
 # alternating order (pgbench -n -M prepared -c CLIENTS -j 2 -T SECS), each on truncated tables
 # after a CHECKPOINT, new event ids only:
@@ -11,8 +11,15 @@
 #   processed_event       INSERT INTO processed_event (event_id, consumer_group)
 #                         VALUES ($id, 'billing') ON CONFLICT DO NOTHING  (the textbook table)
 # goal: each receive >= 0.95 x processed_event, sc off and on.
+# Part queue: one event per pgbench transaction, receive (enqueue) + next (batch 1) + done, each
+# statement its own transaction, every client both producer and worker, on a queue holding
+# BACKLOG events (refilled before every run), for WORKERS clients:
+#   queue_idem            idem_inbox_receive(..., enqueue => true), idem_inbox_next, idem_inbox_done
+#   queue_plpgsql         the same through the PL/pgSQL queue of bench/plpgsql_queue.sql
+# goal: queue_idem >= 1.0 x queue_plpgsql in events/s at each worker count.
 # NOTES=1 adds variants for information (no goal): inbox_insert_bare(_queued) (the rows
-# idem_inbox_receive writes, inserted by hand into a copy of idempotency.inbox).
+# idem_inbox_receive writes, inserted by hand into a copy of idempotency.inbox) and queue_sql
+# (the PL/pgSQL queue's statements sent bare).
 # p50/p99: the latency of every transaction from the pgbench -l log of each run; the tables give
 # the median over the rounds. Prints markdown tables for bench/RESULTS.md; raw figures and the
 # pgbench outputs are kept in $OUT. Needs root or the postgres user (test/pgcluster).
@@ -22,8 +29,10 @@ cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-5}
 SECS=${SECS:-10}
 CLIENTS=${CLIENTS:-8}
+WORKERS=${WORKERS:-1 2 4}
+BACKLOG=${BACKLOG:-1000}
 FSYNC=${FSYNC:-on}
-PARTS=${PARTS:-receive}
+PARTS=${PARTS:-receive queue}
 SC=${SC:-off on}
 NOTES=${NOTES:-0}
 OUT=${OUT:-/tmp/idem-inbox-$$}
@@ -35,6 +44,7 @@ bench_cluster "${IDEM_BENCH_PGPORT:-54394}" "$FSYNC"
 createdb bench
 psql -Xq -v ON_ERROR_STOP=1 -d bench -f $B/inbox_setup.sql
 q() { psql -XAtq -v ON_ERROR_STOP=1 -d bench -c "$1"; }
+PAYLOAD="convert_to('{\"order\":\"o-1842\",\"amount\":4200,\"currency\":\"EUR\",\"customer\":\"c-77\"}', 'UTF8')"
 
 echo "# $(date -u +%FT%TZ) $(nproc) cores, $(pg_config --version), fsync=$FSYNC, $ROUNDS rounds x $SECS s, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# $(bench_build); bench scripts of $(git log -1 --format='%h %s' 2>/dev/null | cut -c1-60)"
@@ -67,4 +77,61 @@ if [[ " $PARTS " == *" receive "* ]]; then
     echo
 fi
 
+if [[ " $PARTS " == *" queue "* ]]; then
+    VARIANTS="queue_idem queue_plpgsql"
+    RATIOS="queue_idem/queue_plpgsql/1.0"
+    if [ "$NOTES" = 1 ]; then
+        VARIANTS="$VARIANTS queue_sql"
+        RATIOS="$RATIOS queue_idem/queue_sql/0 queue_plpgsql/queue_sql/0"
+    fi
+    # Each run starts on the same queue: both tables emptied, BACKLOG events queued through the
+    # variant's own receive, statistics fresh, a checkpoint.
+    fill() {
+        q "TRUNCATE idempotency.inbox, bench_q.inbox"
+        case $1 in
+        queue_idem)
+            q "SELECT count(idem_inbox_receive('billing', 'b' || i, enqueue => true,
+                   event_type => 'order.paid', payload => $PAYLOAD)) FROM generate_series(1, $BACKLOG) i" >/dev/null
+            q "VACUUM ANALYZE idempotency.inbox" ;;
+        *)
+            q "SELECT count(bench_q.receive('billing', 'b' || i, 'order.paid', $PAYLOAD))
+               FROM generate_series(1, $BACKLOG) i" >/dev/null
+            q "VACUUM ANALYZE bench_q.inbox" ;;
+        esac
+        q "CHECKPOINT"
+    }
+    # After a run: the backlog is still BACKLOG events, none leased, every other event done once.
+    check() {
+        local t=bench_q.inbox
+        [ "$1" = queue_idem ] && t=idempotency.inbox
+        local c
+        c=$(q "SELECT count(*) FILTER (WHERE status = 'received') || ' ' || count(*) FILTER (WHERE status = 'processing')
+               || ' ' || count(*) FILTER (WHERE status = 'done' AND attempt = 1) || ' ' || count(*) FROM $t")
+        read -r received processing done all <<<"$c"
+        if [ "$received" != "$BACKLOG" ] || [ "$processing" != 0 ] || [ $((received + done)) != "$all" ]; then
+            echo "queue check failed after $1: received=$received processing=$processing done=$done rows=$all" >&2
+            exit 1
+        fi
+    }
+    : >"$OUT/queue.txt"
+    echo "## queue: receive + next + done per event, backlog $BACKLOG (rows: sc:workers variant round events/s p50_ms p99_ms)"
+    for sc in $SC; do
+        for r in $(seq 1 "$ROUNDS"); do
+            for w in $WORKERS; do
+                for v in $(bench_order "$r" $VARIANTS); do
+                    fill "$v"
+                    res=$(PGOPTIONS="-c synchronous_commit=$sc" bench_run "queue.$sc.$w.$v.$r" "$w" "$B/$v.sql")
+                    check "$v"
+                    echo "$sc:$w $v $r $res" | tee -a "$OUT/queue.txt"
+                done
+            done
+        done
+    done
+    echo
+    echo "### queue: receive + next(batch 1) + done per event, workers = pgbench clients, backlog $BACKLOG, $ROUNDS rounds x $SECS s, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo
+    python3 $SUMMARISE runs "$OUT/queue.txt" --groups synchronous_commit,workers --unit events/s \
+        --variants "$VARIANTS" --ratios "$RATIOS" | tee "$OUT/queue.md"
+    echo
+fi
 echo "results in $OUT"

@@ -1,5 +1,6 @@
 -- Objects for bench/inbox.sh (run once in a fresh database).
 CREATE EXTENSION idempotency;
+\ir ../plpgsql_queue.sql
 
 -- The textbook dedup table of issue 18, the baseline of idem_inbox_receive.
 CREATE SCHEMA bench_bare;
