@@ -2,12 +2,15 @@
 """The summaries of the pgbench benchmarks (bench/load.sh, bench/inbox.sh), as markdown tables
 ready for bench/RESULTS.md. Standard library only.
 
-  summarise.py latency PREFIX            p50 and p99 (ms) and the count of the per-transaction
-                                         latencies in the pgbench -l logs PREFIX.* (column 3, µs)
+  summarise.py latency PREFIX [S1 S2]    p50 and p99 (ms) and the count of the per-transaction
+                                         latencies in the pgbench -l logs PREFIX.* (column 3, µs);
+                                         with two CPU samples of bench_cpu_sample (bench/lib.sh),
+                                         the backends' CPU µs per transaction between them, else -
   summarise.py runs FILE [options]       medians per variant and the ratios against baselines
   summarise.py cpu FILE [options]        the same for backend CPU µs per transaction (lower is better)
 
-FILE has one line per pgbench run: GROUP VARIANT ROUND VALUE [P50 P99]; '#' lines are comments.
+FILE has one line per pgbench run: GROUP VARIANT ROUND VALUE [P50 P99 [CPU]]; '#' lines are
+comments; CPU is '-' when not measured.
 GROUP is one word, its fields joined by ':' (e.g. "off" or "off:4"), named by --groups
 (e.g. "synchronous_commit,workers"). Options:
   --variants "a b c"         the variants, in the order of the table
@@ -21,6 +24,7 @@ does, NO when neither does.
 """
 import glob
 import math
+import os
 import statistics
 import sys
 
@@ -33,18 +37,47 @@ def percentile(sorted_values, p):
     return sorted_values[rank - 1]
 
 
-def latency(prefix):
+def read_sample(path):
+    """bench_cpu_sample's file: (time, {pid: ticks}), or None when missing or empty."""
+    try:
+        with open(path) as f:
+            lines = f.read().split('\n')
+    except OSError:
+        return None
+    if not lines[0].strip():
+        return None
+    ticks = {}
+    for line in lines[1:]:
+        if line.strip():
+            pid, t = line.split()
+            ticks[pid] = int(t)
+    return float(lines[0]), ticks
+
+
+def latency(prefix, samples):
     # pgbench -l writes PREFIX.<pid> (first thread) and PREFIX.<pid>.<n> (other threads); a line
     # is: client_id transaction_no latency_us script_no epoch_s epoch_us [lag_us]
     us = []
+    ends = []
     for path in glob.glob(glob.escape(prefix) + '.*'):
         with open(path) as f:
             for line in f:
                 fields = line.split()
-                if len(fields) >= 3 and fields[2].isdigit():
+                if len(fields) >= 6 and fields[2].isdigit():
                     us.append(int(fields[2]))
+                    ends.append(int(fields[4]) + int(fields[5]) / 1e6)
     us.sort()
-    print('%.3f %.3f %d' % (percentile(us, 50) / 1000, percentile(us, 99) / 1000, len(us)))
+    cpu = '-'
+    if len(samples) == 2:
+        s1, s2 = read_sample(samples[0]), read_sample(samples[1])
+        if s1 and s2:
+            common = s1[1].keys() & s2[1].keys()
+            done = sum(1 for t in ends if s1[0] < t <= s2[0])
+            if common and done:
+                hz = os.sysconf('SC_CLK_TCK')
+                ticks = sum(s2[1][p] - s1[1][p] for p in common)
+                cpu = '%.1f' % (ticks / hz * 1e6 / done)
+    print('%.3f %.3f %d %s' % (percentile(us, 50) / 1000, percentile(us, 99) / 1000, len(us), cpu))
 
 
 def parse_options(args):
@@ -67,7 +100,8 @@ def read_rows(path):
                 rows.append({'group': fields[0], 'variant': fields[1], 'round': fields[2],
                              'value': float(fields[3]),
                              'p50': float(fields[4]) if len(fields) > 5 else None,
-                             'p99': float(fields[5]) if len(fields) > 5 else None})
+                             'p99': float(fields[5]) if len(fields) > 5 else None,
+                             'cpu': float(fields[6]) if len(fields) > 6 and fields[6] != '-' else None})
     return rows
 
 
@@ -93,13 +127,16 @@ def summary(path, args, cpu):
         by.setdefault((r['group'], r['variant']), []).append(r)
     med = {k: statistics.median(r['value'] for r in v) for k, v in by.items()}
     with_latency = any(r['p50'] is not None for r in rows)
+    cpu_of = {k: statistics.median(c) for k, c in
+              ((k, [r['cpu'] for r in v if r.get('cpu') is not None]) for k, v in by.items()) if c}
+    with_cpu = not cpu and bool(cpu_of)
     head = ' | '.join(group_names)
     sep = '|'.join('---' for _ in group_names)
 
     value = 'backend CPU µs per transaction, median (min-max)' if cpu else 'median %s (min-max)' % unit
-    lat = ' p50 ms | p99 ms |' if with_latency else ''
+    lat = (' p50 ms | p99 ms |' if with_latency else '') + (' backend CPU µs/tx |' if with_cpu else '')
     print('| %s | variant | %s |%s rounds |' % (head, value, lat))
-    print('|%s|---|---:|%s---:|' % (sep, '---:|---:|' if with_latency else ''))
+    print('|%s|---|---:|%s---:|' % (sep, ('---:|---:|' if with_latency else '') + ('---:|' if with_cpu else '')))
     for g in groups:
         for v in variants:
             runs = by.get((g, v))
@@ -113,6 +150,8 @@ def summary(path, args, cpu):
                 # the median over the rounds of each round's percentile
                 lat = ' %.2f | %.2f |' % (statistics.median(r['p50'] for r in runs),
                                           statistics.median(r['p99'] for r in runs))
+            if with_cpu:
+                lat += ' %s |' % ('%.1f' % cpu_of[g, v] if (g, v) in cpu_of else '-')
             print('| %s | %s | %s |%s %d |' % (group_cells(g), v, cell, lat, len(runs)))
     print()
 
@@ -120,8 +159,9 @@ def summary(path, args, cpu):
         print('| %s | cost ratio (baseline CPU / ours = throughput at equal CPU) | value | goal | met |' % head)
         print('|%s|---|---:|---:|---|' % sep)
     else:
-        print('| %s | ratio | ratio of medians | median of per-round ratios (min-max) | goal | met |' % head)
-        print('|%s|---|---:|---:|---:|---|' % sep)
+        extra = ' CPU cost ratio (baseline / ours) |' if with_cpu else ''
+        print('| %s | ratio | ratio of medians | median of per-round ratios (min-max) | goal | met |%s' % (head, extra))
+        print('|%s|---|---:|---:|---:|---|%s' % (sep, '---:|' if with_cpu else ''))
     for g in groups:
         for a, b, goal in ratios:
             if (g, a) not in med or (g, b) not in med:
@@ -134,8 +174,12 @@ def summary(path, args, cpu):
             base = {r['round']: r['value'] for r in by[g, b]}
             per = sorted(r['value'] / base[r['round']] for r in by[g, a] if r['round'] in base)
             pm = statistics.median(per)
-            print('| %s | %s / %s | %.3f | %.3f (%.2f-%.2f) | %.2f | %s |' % (
-                group_cells(g), a, b, q, pm, per[0], per[-1], goal, verdict(goal, [q, pm])))
+            extra = ''
+            if with_cpu:
+                extra = ' %s |' % ('%.3f' % (cpu_of[g, b] / cpu_of[g, a])
+                                   if (g, a) in cpu_of and (g, b) in cpu_of else '-')
+            print('| %s | %s / %s | %.3f | %.3f (%.2f-%.2f) | %.2f | %s |%s' % (
+                group_cells(g), a, b, q, pm, per[0], per[-1], goal, verdict(goal, [q, pm]), extra))
 
 
 def main():
@@ -143,7 +187,7 @@ def main():
         sys.exit(__doc__)
     cmd, path, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
     if cmd == 'latency':
-        latency(path)
+        latency(path, rest)
     elif cmd in ('runs', 'cpu'):
         summary(path, rest, cmd == 'cpu')
     else:
