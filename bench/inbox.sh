@@ -2,7 +2,8 @@
 # Cost of the inbox (issue 18), pgbench on a throwaway cluster of its own (port 54394, or
 # IDEM_BENCH_PGPORT; the cluster directory /tmp/idem-pg-$PORT is removed first and at the end).
 #   bench/inbox.sh    env: ROUNDS=5 SECS=10 CLIENTS=8 WORKERS="1 2 4" BACKLOG=1000 FSYNC=on
-#                          PARTS="receive queue" SC="off on" NOTES=0 KEEP_LOGS=0 OUT=/tmp/...
+#                          PARTS="receive queue" SC="off on" QUEUE_SC=off NOTES=0 KEEP_LOGS=0
+#                          OUT=/tmp/...
 # Part receive: for each synchronous_commit setting and each round, runs every variant once in
 # alternating order (pgbench -n -M prepared -c CLIENTS -j 2 -T SECS), each on truncated tables
 # after a CHECKPOINT, new event ids only:
@@ -16,7 +17,9 @@
 # BACKLOG events (refilled before every run), for WORKERS clients:
 #   queue_idem            idem_inbox_receive(..., enqueue => true), idem_inbox_next, idem_inbox_done
 #   queue_plpgsql         the same through the PL/pgSQL queue of bench/plpgsql_queue.sql
-# goal: queue_idem >= 1.0 x queue_plpgsql in events/s at each worker count.
+# goal: queue_idem >= 1.0 x queue_plpgsql in events/s at each worker count, synchronous_commit
+# off (QUEUE_SC="off on" adds on: three WAL flushes per event on both sides, which then
+# measure the disk more than the code).
 # NOTES=1 adds variants for information (no goal): inbox_insert_bare(_queued) (the rows
 # idem_inbox_receive writes, inserted by hand into a copy of idempotency.inbox) and queue_sql
 # (the PL/pgSQL queue's statements sent bare).
@@ -34,6 +37,7 @@ BACKLOG=${BACKLOG:-1000}
 FSYNC=${FSYNC:-on}
 PARTS=${PARTS:-receive queue}
 SC=${SC:-off on}
+QUEUE_SC=${QUEUE_SC:-off}
 NOTES=${NOTES:-0}
 OUT=${OUT:-/tmp/idem-inbox-$$}
 mkdir -p "$OUT"
@@ -58,7 +62,7 @@ if [[ " $PARTS " == *" receive "* ]]; then
                 inbox_receive/inbox_insert_bare/0 inbox_receive_queued/inbox_insert_bare_queued/0"
     fi
     : >"$OUT/receive.txt"
-    echo "## receive: $CLIENTS clients, new event ids (rows: sc variant round tps p50_ms p99_ms)"
+    echo "## receive: $CLIENTS clients, new event ids (rows: sc variant round tps p50_ms p99_ms cpu_us_per_tx)"
     for sc in $SC; do
         for r in $(seq 1 "$ROUNDS"); do
             for v in $(bench_order "$r" $VARIANTS); do
@@ -114,8 +118,8 @@ if [[ " $PARTS " == *" queue "* ]]; then
         fi
     }
     : >"$OUT/queue.txt"
-    echo "## queue: receive + next + done per event, backlog $BACKLOG (rows: sc:workers variant round events/s p50_ms p99_ms)"
-    for sc in $SC; do
+    echo "## queue: receive + next + done per event, backlog $BACKLOG (rows: sc:workers variant round events/s p50_ms p99_ms cpu_us_per_event)"
+    for sc in $QUEUE_SC; do
         for r in $(seq 1 "$ROUNDS"); do
             for w in $WORKERS; do
                 for v in $(bench_order "$r" $VARIANTS); do
