@@ -111,9 +111,9 @@ if [[ " $PARTS " == *" queue "* ]]; then
         local c
         c=$(q "SELECT count(*) FILTER (WHERE status = 'received') || ' ' || count(*) FILTER (WHERE status = 'processing')
                || ' ' || count(*) FILTER (WHERE status = 'done' AND attempt = 1) || ' ' || count(*) FROM $t")
-        read -r received processing done all <<<"$c"
-        if [ "$received" != "$BACKLOG" ] || [ "$processing" != 0 ] || [ $((received + done)) != "$all" ]; then
-            echo "queue check failed after $1: received=$received processing=$processing done=$done rows=$all" >&2
+        read -r received processing finished all <<<"$c"
+        if [ "$received" != "$BACKLOG" ] || [ "$processing" != 0 ] || [ $((received + finished)) != "$all" ]; then
+            echo "queue check failed after $1: received=$received processing=$processing done=$finished rows=$all" >&2
             exit 1
         fi
     }
