@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Load and cost of idem_claim (issue 6), pgbench on a throwaway cluster of its own (port 54395, or
-# IDEM_BENCH_PGPORT; the cluster directory /tmp/idem-pg-$PORT is removed first).
+# Load and cost of idem_claim (issues 6 and 18), pgbench on a throwaway cluster of its own (port
+# 54395, or IDEM_BENCH_PGPORT; the cluster directory /tmp/idem-pg-$PORT is removed first).
 #   bench/load.sh     env: ROUNDS=5 SECS=10 CLIENTS=8 FSYNC=on CPU_ROUNDS=5 CPU_SECS=5
-#                          MEMORY_CLAIMS=1000000 MEMORY_SCRIPT=claim_new (ROUNDS, CPU_ROUNDS or
-#                          MEMORY_CLAIMS = 0 skips that part)
+#                          MEMORY_CLAIMS=1000000 MEMORY_SCRIPT=claim_new NOTES=0 KEEP_LOGS=0
+#                          (ROUNDS, CPU_ROUNDS or MEMORY_CLAIMS = 0 skips that part)
 # For each synchronous_commit setting (off, on) and each round, runs every variant once, in
 # alternating order, for SECS seconds with CLIENTS clients (-M prepared), and reports the
-# median TPS of each variant and the ratios:
-#   idem_claim on new keys / bare INSERT ... ON CONFLICT DO NOTHING of the same row  (goal >= 0.95)
+# median TPS of each variant, p50/p99 latency (pgbench -l), and the ratios:
+#   idem_claim on new keys / bare INSERT ... ON CONFLICT DO NOTHING of the same row, one clock
+#       read (now(), DEFAULT now())                                                  (goal >= 0.95)
 #   idem_claim on new keys / the PL/pgSQL claim of bench/plpgsql_claim.sql           (goal >= 1.15)
-#   idem_claim replays of completed keys / bare primary-key SELECT of the same row   (goal >= 0.9)
+#   idem_claim replays of completed keys / bare primary-key SELECT of the five columns a
+#       replay needs (status, fingerprint, resource_id, response, response_status)  (goal >= 0.9)
+# NOTES=1 adds the baselines before issue 18 for information: insert_new_clock (four
+# clock_timestamp() per row) and select_replay_star (SELECT *).
 # Throughput on a shared 2-core machine is noisy, so each variant's backend CPU time per
 # transaction is also measured (one client; /proc/<backend>/stat), a cost that does not depend on
 # the other load. Then one backend performs MEMORY_CLAIMS claims of new keys (pgbench -c1, one connection) and
@@ -19,6 +23,7 @@
 # costs a real WAL flush. Needs root or the postgres user (reads /proc/<backend>/status).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 ROUNDS=${ROUNDS:-5}
 SECS=${SECS:-10}
 CLIENTS=${CLIENTS:-8}
@@ -27,74 +32,46 @@ MEMORY_CLAIMS=${MEMORY_CLAIMS:-1000000}
 MEMORY_SCRIPT=${MEMORY_SCRIPT:-claim_new}
 CPU_ROUNDS=${CPU_ROUNDS:-5}
 CPU_SECS=${CPU_SECS:-5}
-export IDEM_PGPORT=${IDEM_BENCH_PGPORT:-54395}
-export IDEM_PGDIR=/tmp/idem-pg-$IDEM_PGPORT
+NOTES=${NOTES:-0}
 OUT=${OUT:-/tmp/idem-load-$$}
 mkdir -p "$OUT"
 B=bench/pgbench
 
-test/pgcluster stop >/dev/null 2>&1 || true
-eval "$(test/pgcluster start)"
-export PGHOST PGPORT PGUSER
-trap 'test/pgcluster stop >/dev/null 2>&1' EXIT
-psql -Xq -c "ALTER SYSTEM SET fsync = $FSYNC"
-if [ "$(id -u)" = 0 ]; then AS_PG="runuser -u postgres --"; else AS_PG=""; fi
-$AS_PG "$(pg_config --bindir)/pg_ctl" -D "$IDEM_PGDIR/data" -l "$IDEM_PGDIR/server.log" -w restart >/dev/null
+bench_cluster "${IDEM_BENCH_PGPORT:-54395}" "$FSYNC"
 createdb bench
 psql -Xq -v ON_ERROR_STOP=1 -d bench -f $B/setup.sql
 
-echo "# $(date -u +%FT%TZ) $(nproc) cores, $(pg_config --version), fsync=$FSYNC, $ROUNDS rounds x $SECS s, $CLIENTS clients" | tee "$OUT/tps.txt"
+echo "# $(date -u +%FT%TZ) $(nproc) cores, $(pg_config --version), fsync=$FSYNC, $ROUNDS rounds x $SECS s, $CLIENTS clients, load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$OUT/tps.txt"
+echo "# $(bench_build); bench scripts of $(git log -1 --format='%h %s' 2>/dev/null | cut -c1-60)" | tee -a "$OUT/tps.txt"
 # A variant ending in _sql runs the same script with idempotency.direct_access = off (the claim
 # inserts and reads through SPI statements instead of the access methods).
 VARIANTS="claim_new claim_new_sql insert_new plpgsql_new claim_replay claim_replay_sql select_replay"
 # The ratios reported (ours/baseline/goal; goal 0 = for information), for both summaries.
-export IDEM_VARIANTS=$VARIANTS
-export IDEM_RATIOS="claim_new/insert_new/0.95 claim_new/plpgsql_new/1.15 claim_replay/select_replay/0.9
+RATIOS="claim_new/insert_new/0.95 claim_new/plpgsql_new/1.15 claim_replay/select_replay/0.9
     claim_new_sql/insert_new/0.95 claim_replay_sql/select_replay/0.9 claim_new/claim_new_sql/0
     claim_replay/claim_replay_sql/0"
+if [ "$NOTES" = 1 ]; then
+    VARIANTS="$VARIANTS insert_new_clock select_replay_star"
+    RATIOS="$RATIOS claim_new/insert_new_clock/0 claim_replay/select_replay_star/0"
+fi
 variant_opt() { case "$1" in *_sql) echo "-c idempotency.direct_access=off" ;; esac; }
 for sc in off on; do
     for r in $(seq 1 "$ROUNDS"); do
-        order=$VARIANTS
-        [ $((r % 2)) = 0 ] && order=$(echo $VARIANTS | tr ' ' '\n' | tac | tr '\n' ' ')
-        for v in $order; do
-            tps=$(PGOPTIONS="-c synchronous_commit=$sc $(variant_opt "$v")" pgbench -n -M prepared \
-                -c "$CLIENTS" -j 2 -T "$SECS" -f "$B/${v%_sql}.sql" bench 2>&1 |
-                sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p')
-            echo "$sc $v $r ${tps:-0}" | tee -a "$OUT/tps.txt"
+        for v in $(bench_order "$r" $VARIANTS); do
+            res=$(PGOPTIONS="-c synchronous_commit=$sc $(variant_opt "$v")" \
+                bench_run "load.$sc.$v.$r" "$CLIENTS" "$B/${v%_sql}.sql")
+            echo "$sc $v $r $res" | tee -a "$OUT/tps.txt"
         done
     done
 done
 
-[ "$ROUNDS" -gt 0 ] && python3 - "$OUT/tps.txt" <<'PY' | tee "$OUT/summary.md"
-import os, statistics, sys
-VARIANTS = os.environ['IDEM_VARIANTS'].split()
-RATIOS = [(a, b, float(g)) for a, b, g in (r.split('/') for r in os.environ['IDEM_RATIOS'].split())]
-rows = [l.split() for l in open(sys.argv[1]) if l.strip() and not l.startswith('#')]
-med = {}
-for sc in ('off', 'on'):
-    for v in {r[1] for r in rows}:
-        med[sc, v] = statistics.median(float(r[3]) for r in rows if r[0] == sc and r[1] == v)
-print('| synchronous_commit | variant | median TPS | all rounds |')
-print('|---|---|---:|---|')
-for sc in ('off', 'on'):
-    for v in VARIANTS:
-        allr = ' '.join('%.0f' % float(r[3]) for r in rows if r[0] == sc and r[1] == v)
-        print('| %s | %s | %.0f | %s |' % (sc, v, med[sc, v], allr))
-print()
-t = {(r[0], r[1], r[2]): float(r[3]) for r in rows}
-rounds = sorted({r[2] for r in rows}, key=int)
-print('| synchronous_commit | ratio | ratio of medians | median of per-round ratios (min-max) | goal | met |')
-print('|---|---|---:|---:|---:|---|')
-for sc in ('off', 'on'):
-    for a, b, goal in RATIOS:
-        q = med[sc, a] / med[sc, b]
-        per = [t[sc, a, i] / t[sc, b, i] for i in rounds if t.get((sc, b, i))]
-        pm = statistics.median(per)
-        print('| %s | %s / %s | %.3f | %.3f (%.2f-%.2f) | %.2f | %s |' % (
-            sc, a, b, q, pm, min(per), max(per), goal, '-' if goal == 0 else 'yes' if min(q, pm) >= goal else
-            ('borderline' if max(q, pm) >= goal else 'NO')))
-PY
+if [ "$ROUNDS" -gt 0 ]; then
+    echo
+    echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo
+    python3 bench/summarise.py runs "$OUT/tps.txt" --groups synchronous_commit --unit TPS \
+        --variants "$VARIANTS" --ratios "$RATIOS" | tee "$OUT/summary.md"
+fi
 
 # Backend CPU per transaction (load-independent cost): one client, the backend's utime+stime
 # from /proc/<pid>/stat (sampled every 0.1 s, last sample before exit) / transactions.
@@ -127,26 +104,8 @@ if [ "$CPU_ROUNDS" -gt 0 ]; then
             done
         done
     done
-    python3 - "$OUT/cpu.txt" <<'PY' | tee "$OUT/cpu-summary.md"
-import os, statistics, sys
-VARIANTS = os.environ['IDEM_VARIANTS'].split()
-RATIOS = [(a, b, float(g)) for a, b, g in (r.split('/') for r in os.environ['IDEM_RATIOS'].split())]
-rows = [l.split() for l in open(sys.argv[1]) if l.strip() and float(l.split()[3]) > 0]
-med = {(sc, v): statistics.median(float(r[3]) for r in rows if r[0] == sc and r[1] == v)
-       for sc in ('off', 'on') for v in {r[1] for r in rows}}
-print('| synchronous_commit | variant | backend CPU µs per transaction (median) |')
-print('|---|---|---:|')
-for sc in ('off', 'on'):
-    for v in VARIANTS:
-        print('| %s | %s | %.1f |' % (sc, v, med[sc, v]))
-print()
-print('| synchronous_commit | cost ratio (baseline CPU / ours = throughput at equal CPU) | value | goal | met |')
-print('|---|---|---:|---:|---|')
-for sc in ('off', 'on'):
-    for a, b, goal in RATIOS:
-        q = med[sc, b] / med[sc, a]
-        print('| %s | %s vs %s | %.3f | %.2f | %s |' % (sc, a, b, q, goal, '-' if goal == 0 else 'yes' if q >= goal else 'NO'))
-PY
+    python3 bench/summarise.py cpu "$OUT/cpu.txt" --groups synchronous_commit \
+        --variants "$VARIANTS" --ratios "$RATIOS" | tee "$OUT/cpu-summary.md"
     set -e
 fi
 

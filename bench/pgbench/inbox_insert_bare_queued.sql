@@ -1,0 +1,6 @@
+-- For information: the row a queued idem_inbox_receive writes, by hand into a copy of
+-- idempotency.inbox (it enters the partial queue index too; one clock read: now()).
+\set k random(1, 9000000000000000000)
+INSERT INTO bench_bare.inbox (consumer, event_id, status, attempt, received_at, updated_at, expires_at)
+VALUES ('billing', 'e' || :k, 'received', 0, now(), now(), now() + interval '7 days')
+ON CONFLICT DO NOTHING;
