@@ -155,7 +155,8 @@ const Oid INBOX_TYPES[C_COUNT] = {
 const char *const INBOX_CHECKS[] = {"inbox_status_check", "inbox_attempt_check", "inbox_check"};
 const char *const INBOX_INDEXES[] = {"inbox_queue"};
 const char *const INBOX_INDEX_DEFS[] = {
-    "CREATE INDEX inbox_queue ON idempotency.inbox USING btree (consumer, received_at) WHERE "
+    "CREATE INDEX inbox_queue ON idempotency.inbox USING btree (consumer, received_at, event_id) "
+    "WHERE "
     "(status = ANY (ARRAY['received'::text, 'processing'::text]))"};
 constexpr uint32 INBOX_NULLABLE = 1u << C_HASH | 1u << C_TYPE | 1u << C_PAYLOAD |
                                   1u << C_ENTITY_KEY | 1u << C_ENTITY_SEQ | 1u << C_LAST_ERROR |

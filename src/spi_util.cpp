@@ -24,9 +24,11 @@ static void owner_invalidate(Datum, int, uint32) {
 }
 
 // Prepares and keeps a plan the first time it is needed.
-SPIPlanPtr saved_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes) {
+SPIPlanPtr saved_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes,
+                      int cursor_options) {
     if (*slot == nullptr) {
-        SPIPlanPtr plan = SPI_prepare(sql, nargs, const_cast<Oid *>(argtypes));
+        SPIPlanPtr plan =
+            SPI_prepare_cursor(sql, nargs, const_cast<Oid *>(argtypes), cursor_options);
         if (plan == nullptr)
             elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
         if (SPI_keepplan(plan) != 0)

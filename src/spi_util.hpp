@@ -12,7 +12,11 @@ namespace idem::pg {
 
 // Prepares sql once per backend and keeps the plan (SPI_prepare + SPI_keepplan). Must be
 // called while connected to SPI. The text must be a constant with every name schema-qualified.
-SPIPlanPtr saved_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes);
+// cursor_options: e.g. CURSOR_OPT_GENERIC_PLAN for a statement whose custom plans the plan cache
+// would otherwise keep choosing (a LIMIT $n makes every custom plan look cheaper), planning it
+// anew on every execution.
+SPIPlanPtr saved_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes,
+                      int cursor_options = 0);
 
 // Schema "idempotency"; raises 3F000 (with a hint) when the extension is not installed here.
 Oid extension_schema();
