@@ -36,6 +36,13 @@ RESET idempotency.default_lease;
 RESET idempotency.webhook_tolerance;
 RESET idempotency.direct_access;
 
+-- The settings do not check each other when set (they may come in any order, from different
+-- places); a claim that takes both and finds default_ttl shorter than default_lease names both.
+SET idempotency.default_ttl = '30s';
+SELECT try($$SELECT idem_claim('settings', 'ttl-below-lease')$$, true);
+SELECT outcome FROM idem_claim('settings', 'ttl-below-lease', lease => '10 seconds');
+RESET idempotency.default_ttl;
+
 -- A value PostgreSQL could not check when it was stored (ALTER ROLE ... SET in a session that
 -- had not loaded the library, before shared_preload_libraries was set; written into the catalog
 -- here) is in effect from login as written, not replaced by the default: the functions that use
