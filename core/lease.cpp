@@ -29,7 +29,25 @@ int64_t add_usec(int64_t ts, int64_t usec) {
     return out;
 }
 
-// Lease and expiry of a claim; validates lease > 0 and ttl >= lease.
+namespace {
+// A duration for a message: "30 s", "1.5 s".
+std::string seconds_text(int64_t usec) {
+    constexpr int64_t usec_per_sec = 1000000;
+    std::string sign = usec < 0 ? "-" : "";
+    uint64_t u = usec < 0 ? 0 - static_cast<uint64_t>(usec) : static_cast<uint64_t>(usec);
+    std::string out = sign + std::to_string(u / usec_per_sec);
+    if (uint64_t frac = u % usec_per_sec) {
+        std::string f = std::to_string(frac + usec_per_sec).substr(1); // six digits
+        out += "." + f.substr(0, f.find_last_not_of('0') + 1);
+    }
+    return out + " s";
+}
+} // namespace
+
+// Lease and expiry of a claim; validates lease > 0 and ttl >= lease. The settings are not
+// checked against each other when they are set (they may be set in any order, from different
+// places): a claim that takes both and finds default_ttl below default_lease fails here, and
+// the hint names both.
 ClaimTimes claim_times(int64_t now, int64_t lease_usec, int64_t ttl_usec) {
     if (lease_usec <= 0)
         throw Error(sqlstate::invalid_parameter_value, "lease must be positive",
@@ -39,8 +57,12 @@ ClaimTimes claim_times(int64_t now, int64_t lease_usec, int64_t ttl_usec) {
                     "idempotency.default_lease.");
     if (ttl_usec < lease_usec)
         throw Error(sqlstate::invalid_parameter_value, "ttl must not be shorter than the lease",
-                    "The record would expire while its owner still holds the lease.",
-                    "Pass a ttl of at least the lease, or NULL for idempotency.default_ttl.");
+                    "The ttl is " + seconds_text(ttl_usec) + " and the lease " +
+                        seconds_text(lease_usec) +
+                        ": the record would expire while its owner still holds the lease.",
+                    "Pass a ttl of at least the lease. A NULL ttl is idempotency.default_ttl and "
+                    "a NULL lease idempotency.default_lease: keep default_ttl at least "
+                    "default_lease.");
     return {add_usec(now, lease_usec), add_usec(now, ttl_usec)};
 }
 

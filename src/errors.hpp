@@ -36,4 +36,11 @@ inline int64 interval_arg_usec(FunctionCallInfo fcinfo, int argno, int default_s
     return call_cpp([&] { return idem::interval_usec(month, day, time); });
 }
 
+// The same with the default read from a setting (idem::settings::default_lease_s, ...) only when
+// the argument is NULL: a call that passes the interval neither needs the setting nor fails while
+// the setting holds an invalid value.
+inline int64 interval_arg_usec(FunctionCallInfo fcinfo, int argno, int (*default_seconds)()) {
+    return interval_arg_usec(fcinfo, argno, PG_ARGISNULL(argno) ? default_seconds() : 0);
+}
+
 } // namespace idem::pg

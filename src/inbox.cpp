@@ -326,7 +326,8 @@ const char *receive(const ReceiveArgs *a) {
     Delivery d;
     check_delivery(a, &d);
     using idem::pg::direct::InsertResult;
-    InsertResult first = idem::settings::direct_access ? insert_direct(&d) : InsertResult::Unusable;
+    InsertResult first =
+        idem::settings::direct_access_on() ? insert_direct(&d) : InsertResult::Unusable;
     if (first == InsertResult::Inserted && a->entity_key_null) {
         idem::operations::count_inbox("new");
         return "new";

@@ -38,6 +38,12 @@ TimestampTz add_usec(TimestampTz now, int64 usec);
 // names it in the hint.
 int64 positive_interval_arg(FunctionCallInfo fcinfo, int argno, int default_s, const char *name,
                             const char *setting);
+// The same with the setting read (idem::settings::inbox_ttl_s, ...) only when the argument is NULL.
+inline int64 positive_interval_arg(FunctionCallInfo fcinfo, int argno, int (*default_s)(),
+                                   const char *name, const char *setting) {
+    return positive_interval_arg(fcinfo, argno, PG_ARGISNULL(argno) ? default_s() : 0, name,
+                                 setting);
+}
 
 // The first character of a status text column of the current SPI row (received, processing,
 // done, failed, stale: the first letters differ).

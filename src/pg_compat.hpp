@@ -9,9 +9,12 @@ extern "C" {
 #include "nodes/execnodes.h"
 #include "nodes/pg_list.h"
 #include "storage/itemptr.h"
+#include "utils/guc.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
 }
+
+#include <cstdlib>
 
 #if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 190000
 #error "idempotency supports PostgreSQL 15, 16, 17 and 18"
@@ -53,6 +56,16 @@ inline List *insert_speculative_index_entries(ResultRelInfo *rri, TupleTableSlot
     return ExecInsertIndexTuples(rri, slot, estate, false, true, spec_conflict, arbiters, false);
 #else
     return ExecInsertIndexTuples(rri, slot, estate, false, true, spec_conflict, arbiters);
+#endif
+}
+
+// Memory for the *extra of a setting's check hook, which PostgreSQL frees: malloc'd up to 15;
+// from 16 on GUC memory is a memory context, allocated with guc_malloc. NULL when out of memory.
+inline void *guc_extra_alloc(size_t size) {
+#if PG_VERSION_NUM >= 160000
+    return guc_malloc(LOG, size);
+#else
+    return malloc(size);
 #endif
 }
 

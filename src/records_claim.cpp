@@ -182,7 +182,7 @@ void claim_args(FunctionCallInfo fcinfo, Claim *c) {
     c->outer = CurrentMemoryContext;
     c->snapshot_xact = IsolationUsesXactSnapshot();
     // wait => false keeps the SPI insert: it needs a subtransaction with a lock timeout.
-    c->direct = c->wait && idem::settings::direct_access;
+    c->direct = c->wait && idem::settings::direct_access_on();
 }
 
 // How a step of a round ended.

@@ -1,11 +1,26 @@
 // Module entry: PG_MODULE_MAGIC and the settings (GUCs).
+//
+// Every setting is a string setting whose hooks parse the value (seconds with PostgreSQL's
+// units, or a Boolean). An integer or Boolean setting cannot hold a value that does not parse,
+// so wherever PostgreSQL cannot refuse such a value to whoever set it (a value set before the
+// library was loaded, stored by ALTER DATABASE / ROLE ... SET, read from postgresql.conf), it
+// warns at most and the default (or an older value) silently takes over. Here that value stays
+// in effect as written, with its source, and the accessors (settings.hpp) raise 22023 while it
+// is: PostgreSQL's own rules then decide, as for any value, when it ends (SET, RESET, the end of
+// a transaction, a reload, a new session). Where PostgreSQL does report a refusal (SET,
+// ALTER ... SET and ALTER SYSTEM in a session that loaded the library, the connection's
+// options under shared_preload_libraries) the value is refused with 22023 as before.
 #include "pg_cpp.hpp"
+#include "pg_compat.hpp"
 #include "settings.hpp"
 #include "operations.hpp"
 
 #include <climits>
+#include <cstdio>
 
 extern "C" {
+#include "access/parallel.h"
+#include "tcop/pquery.h"
 #include "utils/guc.h"
 }
 
@@ -14,48 +29,282 @@ PG_MODULE_MAGIC;
 void _PG_init(void);
 }
 
-namespace idem::settings {
-int default_lease_s = 60;
-int default_ttl_s = 24 * 3600;
-int inbox_ttl_s = 7 * 24 * 3600;
-int inbox_lease_s = 60;
-int webhook_tolerance_s = 300;
-bool direct_access = true;
-} // namespace idem::settings
+namespace idem::settings::detail {
+Value values[COUNT] = {{60, true}, {24 * 3600, true}, {7 * 24 * 3600, true},
+                       {60, true}, {300, true},       {1, true}};
+} // namespace idem::settings::detail
 
-// Defines the settings; called once per backend when the library is loaded.
+namespace {
+
+using idem::settings::COUNT;
+using idem::settings::Id;
+using idem::settings::detail::values;
+
+struct Setting {
+    const char *name;
+    const char *short_desc;
+    const char *long_desc;
+    const char *boot; // the default, as SHOW prints it
+    int min;          // seconds: the range is min .. INT_MAX
+    bool boolean;     // direct_access
+    char *text;       // the setting's string variable: the value in effect as written
+    GucSource source; // where the value in effect came from (the assign hook keeps it)
+};
+
+Setting table[COUNT] = {
+    {"idempotency.default_lease", "Lease given to a claim when idem_claim gets no lease argument.",
+     "A processing record whose lease has expired can be reclaimed.", "1min", 1, false, nullptr,
+     PGC_S_DEFAULT},
+    {"idempotency.default_ttl", "How long a finished Idempotency-Key record is kept for replay.",
+     "Used when idem_claim gets no ttl argument; past it the record counts as absent and "
+     "idem_purge may delete it.",
+     "1d", 1, false, nullptr, PGC_S_DEFAULT},
+    {"idempotency.inbox_ttl", "How long inbox entries are kept for duplicate detection.",
+     "Should cover the broker's redelivery window (DLQ replays, offset resets) and the webhook "
+     "sender's retry schedule.",
+     "7d", 1, false, nullptr, PGC_S_DEFAULT},
+    {"idempotency.inbox_lease", "Lease given to inbox events taken by idem_inbox_next.", nullptr,
+     "1min", 1, false, nullptr, PGC_S_DEFAULT},
+    {"idempotency.webhook_tolerance",
+     "Largest accepted difference between a webhook's signed timestamp and the server clock, in "
+     "both directions.",
+     nullptr, "5min", 0, false, nullptr, PGC_S_DEFAULT},
+    {"idempotency.direct_access",
+     "Lets idem_claim insert and read records through the table and index access methods.",
+     "Off: the same INSERT ... ON CONFLICT DO NOTHING and SELECT run as SQL statements (slower, "
+     "same results).",
+     "on", 0, true, nullptr, PGC_S_DEFAULT},
+};
+
+// True while _PG_init defines the settings: PostgreSQL then applies the values set before the
+// library was loaded, and only warns about one it refuses.
+bool defining = false;
+
+// What the check hook found; PostgreSQL keeps it with the value (also on the GUC stack) and hands
+// it to the assign hook.
+struct Parsed {
+    int value;
+    bool valid;
+    GucSource source;
+};
+
+enum class Verdict { Valid, Syntax, Range };
+
+struct Checked {
+    Verdict verdict;
+    int value;        // seconds, or 0/1
+    const char *hint; // parse_int's, for a syntax error
+};
+
+Checked parse(const Setting &s, const char *text) {
+    Checked r{Verdict::Valid, 0, nullptr};
+    if (s.boolean) {
+        bool b = false;
+        if (text == nullptr || !parse_bool(text, &b))
+            r.verdict = Verdict::Syntax;
+        r.value = b ? 1 : 0;
+    } else if (text == nullptr || !parse_int(text, &r.value, GUC_UNIT_S, &r.hint)) {
+        r.verdict = Verdict::Syntax; // also beyond the integer range (INT_MAX is the maximum)
+    } else if (r.value < s.min) {
+        r.verdict = Verdict::Range;
+    }
+    return r;
+}
+
+// For a value that is not a number at all (parse_int has a hint of its own for a wrong unit and
+// for a number beyond the integer range).
+constexpr const char *DURATION_HINT =
+    "A duration is a number of seconds, or a number with a unit: \"30s\", \"5min\", \"2h\", "
+    "\"7d\".";
+
+// Whether an invalid value from source is kept (the functions that use the setting then fail)
+// rather than refused. Kept where PostgreSQL would only warn or log and go on with another value:
+// while the library is being loaded, in a parallel worker taking over its leader's settings, for
+// the ALTER DATABASE / ROLE ... SET values applied at login, and for postgresql.conf read at a
+// reload (no statement running; ALTER SYSTEM and the pg_file_settings view check the file's
+// values inside a statement, and refuse).
+bool keep_invalid(GucSource source) {
+    if (defining || InitializingParallelWorker)
+        return true;
+    switch (source) {
+    case PGC_S_GLOBAL:
+    case PGC_S_DATABASE:
+    case PGC_S_USER:
+    case PGC_S_DATABASE_USER:
+        return true;
+    case PGC_S_FILE:
+        return ActivePortal == nullptr;
+    default:
+        return false;
+    }
+}
+
+// Where a value came from, for errdetail ("It comes from ...").
+const char *source_name(GucSource source) {
+    switch (source) {
+    case PGC_S_FILE:
+        return "the configuration file (postgresql.conf, or postgresql.auto.conf for ALTER SYSTEM)";
+    case PGC_S_ARGV:
+        return "the server's command line";
+    case PGC_S_GLOBAL:
+        return "ALTER ROLE ALL SET";
+    case PGC_S_DATABASE:
+        return "ALTER DATABASE ... SET";
+    case PGC_S_USER:
+        return "ALTER ROLE ... SET";
+    case PGC_S_DATABASE_USER:
+        return "ALTER ROLE ... IN DATABASE ... SET";
+    case PGC_S_CLIENT:
+        return "the connection's options (PGOPTIONS, options=-c)";
+    case PGC_S_SESSION:
+        return "a SET before the extension's library was loaded";
+    default:
+        return "this session";
+    }
+}
+
+// errdetail (inside ereport) of an invalid value: what is wrong with it, where it came from.
+int errdetail_invalid(const Setting &s, const Checked &r, const char *text, GucSource source) {
+    const char *from = source_name(source);
+    if (text == nullptr)
+        text = "";
+    if (s.boolean)
+        return errdetail("The value \"%s\" is not a Boolean: on, off, true, false, yes, no, 1 or "
+                         "0. It comes from %s.",
+                         text, from);
+    if (r.verdict == Verdict::Range)
+        return errdetail("The value \"%s\" is %d s, outside the valid range %d s .. %d s. It "
+                         "comes from %s.",
+                         text, r.value, s.min, INT_MAX, from);
+    return errdetail(
+        "The value \"%s\" is not a duration from %d s to %d s: a number of seconds, or "
+        "a number with a unit (\"us\", \"ms\", \"s\", \"min\", \"h\", \"d\"). It "
+        "comes from %s.",
+        text, s.min, INT_MAX, from);
+}
+
+// The refusal PostgreSQL raises (or logs) for the value, in PostgreSQL's words for an integer or
+// Boolean setting; the range with its unit on every major (17 and later print it so).
+void refuse(const Setting &s, const Checked &r) {
+    GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+    if (s.boolean)
+        GUC_check_errmsg("parameter \"%s\" requires a Boolean value", s.name);
+    else if (r.verdict == Verdict::Range)
+        GUC_check_errmsg("%d s is outside the valid range for parameter \"%s\" (%d s .. %d s)",
+                         r.value, s.name, s.min, INT_MAX);
+    else
+        GUC_check_errhint("%s", r.hint != nullptr ? r.hint : DURATION_HINT);
+}
+
+// Says that an invalid value was kept: a WARNING to the session (or the server log) that loads
+// the library or logs in, LOG in the postmaster for a reload (backends stay quiet then, as
+// PostgreSQL's own reports of the configuration file do); nothing in a parallel worker.
+void report_kept(const Setting &s, const Checked &r, const char *text, GucSource source) {
+    if (InitializingParallelWorker)
+        return;
+    int elevel = WARNING;
+    if (!defining && source == PGC_S_FILE)
+        elevel = IsUnderPostmaster ? DEBUG3 : LOG;
+    ereport(elevel, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                     errmsg("invalid value for parameter \"%s\": \"%s\"", s.name, text ? text : ""),
+                     errdetail_invalid(s, r, text, source),
+                     errhint("The functions that use the setting fail until it is corrected.")));
+}
+
+template <int I> bool check_hook(char **newval, void **extra, GucSource source) {
+    const Setting &s = table[I];
+    Checked r = parse(s, *newval);
+    bool valid = r.verdict == Verdict::Valid;
+    if (!valid && !keep_invalid(source)) {
+        refuse(s, r);
+        return false;
+    }
+    auto *p = static_cast<Parsed *>(idem::pg::compat::guc_extra_alloc(sizeof(Parsed)));
+    if (p == nullptr)
+        return false;
+    *p = Parsed{r.value, valid, source};
+    *extra = p;
+    if (!valid)
+        report_kept(s, r, *newval, source);
+    return true;
+}
+
+template <int I> void assign_hook(const char *, void *extra) {
+    const auto *p = static_cast<const Parsed *>(extra);
+    if (p == nullptr)
+        return;
+    values[I] = {p->value, p->valid};
+    table[I].source = p->source;
+}
+
+// SHOW, current_setting() and pg_settings: a valid duration as PostgreSQL prints an integer
+// setting in seconds (the largest unit that divides it: 1min, 1d, 90s), an invalid value as
+// written.
+template <int I> const char *show_hook() {
+    static char buf[32];
+    const Setting &s = table[I];
+    if (!values[I].valid)
+        return s.text != nullptr ? s.text : "";
+    int v = values[I].value;
+    if (s.boolean)
+        return v ? "on" : "off";
+    static const struct {
+        int seconds;
+        const char *unit;
+    } units[] = {{86400, "d"}, {3600, "h"}, {60, "min"}, {1, "s"}};
+    if (v <= 0) {
+        snprintf(buf, sizeof buf, "%d", v);
+        return buf;
+    }
+    for (const auto &u : units)
+        if (v % u.seconds == 0) {
+            snprintf(buf, sizeof buf, "%d%s", v / u.seconds, u.unit);
+            break;
+        }
+    return buf;
+}
+
+template <int I> void define() {
+    Setting &s = table[I];
+    DefineCustomStringVariable(s.name, s.short_desc, s.long_desc, &s.text, s.boot, PGC_USERSET, 0,
+                               check_hook<I>, assign_hook<I>, show_hook<I>);
+}
+
+} // namespace
+
+namespace idem::settings::detail {
+
+void raise_invalid(Id id) {
+    const Setting &s = table[id];
+    Checked r = parse(s, s.text);
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("invalid value for setting \"%s\"", s.name),
+                    errdetail_invalid(s, r, s.text, s.source),
+                    errhint("Correct the value where it is set, or SET %s to a valid value in "
+                            "this session.",
+                            s.name)));
+    pg_unreachable();
+}
+
+} // namespace idem::settings::detail
+
+// Defines the settings; called once per process when the library is loaded.
 void _PG_init(void) {
-    using namespace idem::settings;
-    DefineCustomIntVariable("idempotency.default_lease",
-                            "Lease given to a claim when idem_claim gets no lease argument.",
-                            "A processing record whose lease has expired can be reclaimed.",
-                            &default_lease_s, 60, 1, INT_MAX, PGC_USERSET, GUC_UNIT_S, nullptr,
-                            nullptr, nullptr);
-    DefineCustomIntVariable(
-        "idempotency.default_ttl", "How long a finished Idempotency-Key record is kept for replay.",
-        "Used when idem_claim gets no ttl argument; past it the record counts "
-        "as absent and idem_purge may delete it.",
-        &default_ttl_s, 24 * 3600, 1, INT_MAX, PGC_USERSET, GUC_UNIT_S, nullptr, nullptr, nullptr);
-    DefineCustomIntVariable("idempotency.inbox_ttl",
-                            "How long inbox entries are kept for duplicate detection.",
-                            "Should cover the broker's redelivery window (DLQ replays, offset "
-                            "resets) and the webhook sender's retry schedule.",
-                            &inbox_ttl_s, 7 * 24 * 3600, 1, INT_MAX, PGC_USERSET, GUC_UNIT_S,
-                            nullptr, nullptr, nullptr);
-    DefineCustomIntVariable(
-        "idempotency.inbox_lease", "Lease given to inbox events taken by idem_inbox_next.", nullptr,
-        &inbox_lease_s, 60, 1, INT_MAX, PGC_USERSET, GUC_UNIT_S, nullptr, nullptr, nullptr);
-    DefineCustomIntVariable("idempotency.webhook_tolerance",
-                            "Largest accepted difference between a webhook's signed timestamp "
-                            "and the server clock, in both directions.",
-                            nullptr, &webhook_tolerance_s, 300, 0, INT_MAX, PGC_USERSET, GUC_UNIT_S,
-                            nullptr, nullptr, nullptr);
-    DefineCustomBoolVariable(
-        "idempotency.direct_access",
-        "Lets idem_claim insert and read records through the table and index access methods.",
-        "Off: the same INSERT ... ON CONFLICT DO NOTHING and SELECT run as SQL statements "
-        "(slower, same results).",
-        &direct_access, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+    defining = true;
+    PG_TRY();
+    {
+        define<idem::settings::DEFAULT_LEASE>();
+        define<idem::settings::DEFAULT_TTL>();
+        define<idem::settings::INBOX_TTL>();
+        define<idem::settings::INBOX_LEASE>();
+        define<idem::settings::WEBHOOK_TOLERANCE>();
+        define<idem::settings::DIRECT_ACCESS>();
+    }
+    PG_FINALLY();
+    {
+        defining = false; // also when a definition fails (the library's load then fails)
+    }
+    PG_END_TRY();
     MarkGUCPrefixReserved("idempotency");
     idem::operations::init(); // shared-memory counters, only under shared_preload_libraries
 }

@@ -4,7 +4,10 @@
 # only) runs the pgTAP ops suite, whose counter tests branch on the preload, checks
 # idem_counters / idem_stats / idem_stats_reset, and runs the regress suite of every record and
 # inbox state (sql/lifecycle_states.sql) against expected/lifecycle_states_nopreload.out: the
-# same answers as with the preload, every counter NULL.
+# same answers as with the preload, every counter NULL. Then the settings in every way they can be
+# set (docs/settings.md, "When a value is checked"): an invalid value is never replaced by the
+# default, the functions that use it fail with 22023; first without preload, then with it
+# (restarts).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export IDEM_PGPORT=${IDEM_NOPRELOAD_PGPORT:-$((${IDEM_PGPORT:-54329} + 1))}
@@ -60,4 +63,221 @@ else
     rm -rf "$out"
 fi
 [ $rc = 0 ] && echo "nopreload: extension works without preload; counters reported off; reset is 55000; every state counted as with the preload"
+
+# --- Settings, every way of setting them -----------------------------------------------------
+BIN=$(pg_config --bindir)
+CONF=$IDEM_PGDIR/data/postgresql.conf
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+restart() { as_pg "$BIN/pg_ctl" -D "$IDEM_PGDIR/data" -l "$IDEM_PGDIR/server.log" -w -m fast restart >/dev/null; }
+# A reload, seen by new sessions once the postmaster has read the file (SHOW in a new session).
+reload_until() { # the value SHOW idempotency.default_lease gives once the reload is in
+    psql -qAtX -c "SELECT pg_reload_conf()" >/dev/null
+    for _ in $(seq 50); do
+        [ "$(psql -qAtX -d settings_db -c 'SHOW idempotency.default_lease' 2>/dev/null)" = "$1" ] && return
+        sleep 0.1
+    done
+    echo "nopreload settings: the reload did not arrive"; rc=1
+}
+s_fail=0
+check() { # label want [psql args]; stdin: SQL. Compares the output lines, joined by " | ".
+    local label=$1 want=$2 got
+    shift 2
+    got=$(psql -qAtX -d settings_db "$@" 2>/dev/null | paste -sd'|' | sed 's/|/ | /g')
+    if [ "$got" != "$want" ]; then
+        printf 'nopreload settings: %s\n  want: %s\n  got:  %s\n' "$label" "$want" "$got"
+        s_fail=1
+    fi
+}
+R0='22023 The value "0" is 0 s, outside the valid range 1 s .. 2147483647 s.'
+RABC='22023 The value "abc" is not a duration from 1 s to 2147483647 s: a number of seconds, or a number with a unit ("us", "ms", "s", "min", "h", "d").'
+SET_="It comes from a SET before the extension's library was loaded."
+FILE_="It comes from the configuration file (postgresql.conf, or postgresql.auto.conf for ALTER SYSTEM)."
+psql -qX -c "DROP DATABASE IF EXISTS settings_db" -c "CREATE DATABASE settings_db" \
+    -c "DROP ROLE IF EXISTS settings_role" -c "CREATE ROLE settings_role LOGIN SUPERUSER" >/dev/null || exit 1
+# val(sql): the first column of sql's answer, or the SQLSTATE and the detail of its error;
+# lease(): the lease of a claim without arguments, in seconds. Neither loads the library.
+psql -qX -d settings_db >/dev/null <<'SQL' || exit 1
+CREATE EXTENSION idempotency;
+CREATE FUNCTION val(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    r text;
+    d text;
+BEGIN
+    EXECUTE sql INTO r;
+    RETURN r;
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
+    RETURN SQLSTATE || ' ' || d;
+END $$;
+CREATE FUNCTION lease(arg interval DEFAULT NULL) RETURNS text LANGUAGE sql AS $$
+SELECT val(format('SELECT extract(epoch FROM lease_expires_at - now())::int '
+                  'FROM idem_claim(''settings'', gen_random_uuid()::text, lease => %L)', arg)) $$;
+SQL
+
+# Without shared_preload_libraries: the session's first idem_* call loads the library.
+check "SET before the load" "$R0 $SET_ | 30" <<'SQL'
+SET idempotency.default_lease = 0;
+SELECT lease();
+SELECT lease('30 s');
+SQL
+check "SET before the load, then RESET" "60" <<'SQL'
+SET idempotency.default_lease = 'abc';
+RESET idempotency.default_lease;
+SELECT lease();
+SQL
+check "SET before the load, then a valid SET" "$R0 $SET_ | 45" <<'SQL'
+SET idempotency.default_lease = 0;
+SELECT lease();
+SET idempotency.default_lease = '45s';
+SELECT lease();
+SQL
+check "SET in a transaction that loads and rolls back" "$R0 $SET_ | 60" <<'SQL'
+BEGIN;
+SET idempotency.default_lease = 0;
+SELECT lease();
+ROLLBACK;
+SELECT lease();
+SQL
+check "set_config() before the load" "$R0 $SET_" <<'SQL'
+SELECT set_config('idempotency.default_lease', '0', false) \g /dev/null
+SELECT lease();
+SQL
+check "SET after the load" "60" <<'SQL'
+SELECT idem_counters_enabled() \g /dev/null
+SET idempotency.default_lease = 0;
+SELECT lease();
+SQL
+PGOPTIONS='-c idempotency.default_lease=0' check "PGOPTIONS" \
+    "$R0 It comes from the connection's options (PGOPTIONS, options=-c)." <<'SQL'
+SELECT lease();
+SQL
+RMAYBE="22023 The value \"maybe\" is not a Boolean: on, off, true, false, yes, no, 1 or 0. $SET_"
+check "inbox_ttl, webhook_tolerance and direct_access" \
+    "22023 The value \"0\" is 0 s, outside the valid range 1 s .. 2147483647 s. $SET_ | $RMAYBE | 22023 The value \"-1\" is -1 s, outside the valid range 0 s .. 2147483647 s. $SET_ | $RMAYBE | new" <<'SQL'
+SET idempotency.inbox_ttl = 0;
+SET idempotency.webhook_tolerance = -1;
+SET idempotency.direct_access = maybe;
+SELECT val($$SELECT idem_inbox_receive('settings', 'e1')$$);
+SELECT val($$SELECT idem_inbox_receive('settings', 'e1', ttl => '1 day')$$);
+SELECT val($$SELECT idem_webhook_verify_standard('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+           'msg_1', '1614265330', '{}', 'v1,x', now => to_timestamp(1614265330))::text$$);
+SELECT lease('30 s');
+SET idempotency.direct_access = off;
+SELECT val($$SELECT idem_inbox_receive('settings', 'e1', ttl => '1 day')$$);
+SQL
+# A parallel worker takes the session's settings over, an invalid value too: other queries still
+# run in workers, and a parallel safe function that reads the value fails there as well.
+fp=$(psql -qAtX -c "SELECT name FROM pg_settings WHERE name IN ('force_parallel_mode', 'debug_parallel_query')")
+out=$(psql -qAtX -d settings_db 2>"$IDEM_PGDIR/err" <<SQL
+\set VERBOSITY terse
+SET idempotency.webhook_tolerance = -1;
+SELECT idem_counters_enabled() \g /dev/null
+SET $fp = on;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM pg_class;
+SELECT idem_webhook_verify_standard('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'msg_1', '1614265330',
+                                    '{}', 'v1,x', now => to_timestamp(1614265330));
+SQL
+)
+err=$(sed 's/^psql:<stdin>:[0-9]*: //' "$IDEM_PGDIR/err" | paste -sd'|')
+case "$out" in *"Workers Launched: 1"*) ;; *) echo "nopreload settings: no parallel worker: $out"; s_fail=1 ;; esac
+[ "$err" = 'WARNING:  invalid value for parameter "idempotency.webhook_tolerance": "-1"|ERROR:  invalid value for setting "idempotency.webhook_tolerance"' ] ||
+    { echo "nopreload settings: parallel worker gave: $err"; s_fail=1; }
+psql -qX -c "ALTER DATABASE settings_db SET idempotency.default_lease = 'abc'" || s_fail=1
+check "ALTER DATABASE SET" "$RABC It comes from ALTER DATABASE ... SET. | 30" <<'SQL'
+SELECT lease();
+SELECT lease('30 s');
+SQL
+psql -qX -c "ALTER ROLE settings_role SET idempotency.default_lease = 0" || s_fail=1
+check "ALTER ROLE SET (over ALTER DATABASE)" "$R0 It comes from ALTER ROLE ... SET." -U settings_role <<'SQL'
+SELECT lease();
+SQL
+psql -qX -c "ALTER ROLE settings_role IN DATABASE settings_db SET idempotency.default_lease = '-1'" || s_fail=1
+check "ALTER ROLE IN DATABASE SET" \
+    "22023 The value \"-1\" is -1 s, outside the valid range 1 s .. 2147483647 s. It comes from ALTER ROLE ... IN DATABASE ... SET." \
+    -U settings_role <<'SQL'
+SELECT lease();
+SQL
+psql -qX -c "ALTER ROLE settings_role IN DATABASE settings_db RESET ALL" -c "ALTER ROLE settings_role RESET ALL" || s_fail=1
+# postgresql.conf, read at a reload by a session that has loaded the library and by new ones
+echo "idempotency.default_lease = 'abc'" >>"$CONF"
+psql -qX -c "ALTER DATABASE settings_db RESET idempotency.default_lease" || s_fail=1
+# postgresql.conf: a reload reaches a session that loaded the library, and new sessions
+check "postgresql.conf, reloads in a loaded session" "60 | $RABC $FILE_ | 120 | 60" <<SQL
+SELECT lease();
+\! echo "idempotency.default_lease = 'abc'" >>'$CONF'
+SELECT pg_reload_conf(), pg_sleep(1) \g /dev/null
+SELECT lease();
+\! sed -i "s/^idempotency.default_lease = 'abc'/idempotency.default_lease = 120/" '$CONF'
+SELECT pg_reload_conf(), pg_sleep(1) \g /dev/null
+SELECT lease();
+\! sed -i "/^idempotency.default_lease/d" '$CONF'
+SELECT pg_reload_conf(), pg_sleep(1) \g /dev/null
+SELECT lease();
+SQL
+echo "idempotency.default_lease = 'abc'" >>"$CONF"
+reload_until abc
+check "postgresql.conf, a new session" "$RABC $FILE_" <<<"SELECT lease();"
+restart
+check "postgresql.conf, after a restart" "$RABC $FILE_" <<<"SELECT lease();"
+sed -i "/^idempotency.default_lease/d" "$CONF"
+reload_until ""
+check "postgresql.conf line removed" "60" <<<"SELECT lease();"
+# ALTER SYSTEM checks nothing in a session without the library; with it, it refuses
+psql -qX -c "ALTER SYSTEM SET idempotency.default_lease = 'abc'" || s_fail=1
+reload_until abc
+check "ALTER SYSTEM in a session without the library" "$RABC $FILE_" <<<"SELECT lease();"
+psql -qX -c "ALTER SYSTEM RESET idempotency.default_lease" || s_fail=1
+reload_until ""
+err=$(psql -qAtX -d settings_db 2>&1 <<'SQL'
+\set VERBOSITY sqlstate
+SELECT idem_counters_enabled() \g /dev/null
+ALTER SYSTEM SET idempotency.default_lease = 'abc';
+SQL
+)
+[ "$err" = "ERROR:  22023" ] || { echo "nopreload settings: ALTER SYSTEM with the library gave: $err"; s_fail=1; }
+
+# With shared_preload_libraries. A value stored while the library was not preloaded:
+psql -qX -c "ALTER DATABASE settings_db SET idempotency.default_lease = 'abc'" || s_fail=1
+sed -i "s/^shared_preload_libraries = .*/shared_preload_libraries = 'pg_cron,idempotency'/" "$CONF"
+restart
+check "preloaded: ALTER DATABASE SET stored before" "t | $RABC It comes from ALTER DATABASE ... SET." <<'SQL'
+SELECT idem_counters_enabled();
+SELECT lease();
+SQL
+psql -qX -c "ALTER DATABASE settings_db RESET idempotency.default_lease" || s_fail=1
+err=$(psql -qAtX -c '\set VERBOSITY sqlstate' -c "ALTER DATABASE settings_db SET idempotency.default_lease = 'abc'" 2>&1)
+[ "$err" = "ERROR:  22023" ] || { echo "nopreload settings: preloaded ALTER DATABASE SET gave: $err"; s_fail=1; }
+err=$(PGOPTIONS='-c idempotency.default_lease=0' psql -qAtX -d settings_db -c "SELECT 1" 2>&1)
+case "$err" in
+*'FATAL:  0 s is outside the valid range for parameter "idempotency.default_lease" (1 s .. 2147483647 s)'*) ;;
+*) echo "nopreload settings: preloaded PGOPTIONS gave: $err"; s_fail=1 ;;
+esac
+echo "idempotency.default_lease = 'abc'" >>"$CONF"
+restart
+check "preloaded: postgresql.conf at the start" "$RABC $FILE_" <<<"SELECT lease();"
+grep -q 'WARNING:  invalid value for parameter "idempotency.default_lease": "abc"' "$IDEM_PGDIR/server.log" ||
+    { echo "nopreload settings: no WARNING in the server log"; s_fail=1; }
+check "preloaded: postgresql.conf line removed, loaded session" "$RABC $FILE_ | 60" <<SQL
+SELECT lease();
+\! sed -i "/^idempotency.default_lease/d" '$CONF'
+SELECT pg_reload_conf(), pg_sleep(1) \g /dev/null
+SELECT lease();
+SQL
+reload_until 1min
+check "preloaded: postgresql.conf line removed, new session" "60" <<<"SELECT lease();"
+check "preloaded: postgresql.conf at a reload" "60 | $RABC $FILE_ | setting could not be applied" <<SQL
+SELECT lease();
+\! echo "idempotency.default_lease = 'abc'" >>'$CONF'
+SELECT pg_reload_conf(), pg_sleep(1) \g /dev/null
+SELECT lease();
+SELECT error FROM pg_file_settings WHERE name = 'idempotency.default_lease';
+SQL
+reload_until abc
+check "preloaded: postgresql.conf at a reload, new session" "$RABC $FILE_" <<<"SELECT lease();"
+sed -i "/^idempotency.default_lease/d" "$CONF"
+if [ $s_fail = 0 ]; then
+    echo "nopreload: settings: an invalid value, however set, is 22023 where it is used, never the default"
+else
+    rc=1
+fi
 exit $rc

@@ -51,6 +51,26 @@ TEST(ClaimTimes, ValidatesLeaseAndTtl) {
     EXPECT_EQ(sqlstate_of([] { claim_times(INT64_MAX - SEC, SEC, 2 * SEC); }), "22008");
 }
 
+// The error names both durations and, for claims that take both from the settings, both
+// settings (idempotency.default_ttl below idempotency.default_lease fails every such claim).
+TEST(ClaimTimes, TtlShorterThanLeaseSaysBoth) {
+    try {
+        claim_times(0, 60 * SEC, 30 * SEC + SEC / 2);
+        FAIL() << "no error";
+    } catch (const Error &e) {
+        EXPECT_EQ(e.detail(), "The ttl is 30.5 s and the lease 60 s: the record would expire "
+                              "while its owner still holds the lease.");
+        EXPECT_NE(e.hint().find("idempotency.default_ttl"), std::string::npos);
+        EXPECT_NE(e.hint().find("idempotency.default_lease"), std::string::npos);
+    }
+    try {
+        claim_times(0, SEC, -2 * SEC);
+        FAIL() << "no error";
+    } catch (const Error &e) {
+        EXPECT_EQ(e.detail().rfind("The ttl is -2 s and the lease 1 s: ", 0), 0u);
+    }
+}
+
 TEST(Validation, NamesFingerprintsAttempts) {
     EXPECT_EQ(sqlstate_of([] { validate_name("key", 0, max_key_bytes); }), "22023");
     EXPECT_EQ(sqlstate_of([] { validate_name("key", 256, max_key_bytes); }), "22001");
