@@ -70,7 +70,8 @@ Setting table[COUNT] = {
      "both directions.",
      nullptr, "5min", 0, false, nullptr, PGC_S_DEFAULT},
     {"idempotency.direct_access",
-     "Lets idem_claim insert and read records through the table and index access methods.",
+     "Lets idem_claim and idem_inbox_receive write a first row (and idem_claim read a record) "
+     "through the table and index access methods.",
      "Off: the same INSERT ... ON CONFLICT DO NOTHING and SELECT run as SQL statements (slower, "
      "same results).",
      "on", 0, true, nullptr, PGC_S_DEFAULT},
