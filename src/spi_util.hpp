@@ -12,6 +12,7 @@ namespace idem::pg {
 
 // Prepares sql once per backend and keeps the plan (SPI_prepare + SPI_keepplan). Must be
 // called while connected to SPI. The text must be a constant with every name schema-qualified.
+// An error while preparing is raised without the statement text (as for exec).
 SPIPlanPtr saved_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes);
 
 // Schema "idempotency"; raises 3F000 (with a hint) when the extension is not installed here.
@@ -34,7 +35,10 @@ void enter(SavedUser *saved);
 // Switches back to the caller and disconnects from SPI.
 void leave(const SavedUser *saved);
 
-// Executes a saved plan; values/nulls as for SPI_execute_plan. Returns SPI_processed.
+// Executes a saved plan; values/nulls as for SPI_execute_plan. Returns SPI_processed. An error
+// raised inside the statement (a constraint, a trigger, a timeout, a cancel, a deadlock) is
+// raised again without the statement's text in its CONTEXT or internal query: that text is the
+// extension's, the caller never wrote it. The other context lines stay.
 uint64 exec(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only, long tcount);
 
 // Column accessors for SPI_tuptable->vals[row]; attno is 1-based.
