@@ -74,7 +74,9 @@ Bytes sender_arg(FunctionCallInfo fcinfo, int argno) {
 
 // The secrets of argument argno: one text, or a text[] without NULLs (1 to 16 elements).
 void secrets_arg(FunctionCallInfo fcinfo, int argno, bool is_array, Secrets *out) {
-    require_arg(fcinfo, argno, is_array ? "secrets" : "secret");
+    require_arg(fcinfo, argno, is_array ? "secrets" : "secret",
+                "A secret read from an unset setting or column is NULL; check where the receiver "
+                "reads its secrets.");
     out->n = 0;
     if (!is_array) {
         out->items[out->n++] = varlena_bytes(PG_GETARG_DATUM(argno));
@@ -268,7 +270,9 @@ constexpr const char *INVALID_EVENT_ID = "invalid_event_id";
 // (so that a misconfigured receiver fails on its first delivery, whatever that delivery holds),
 // and the sender's fields, read as they are (NULL: missing).
 void receive_input(FunctionCallInfo fcinfo, Secrets *secrets, VerifyInput *in) {
-    require_arg(fcinfo, A_CONSUMER, "consumer");
+    constexpr const char *consumer_hint =
+        "Name the inbox consumer that receives these webhooks, such as 'stripe-billing'.";
+    require_arg(fcinfo, A_CONSUMER, "consumer", consumer_hint);
     Bytes consumer = varlena_bytes(PG_GETARG_DATUM(A_CONSUMER));
     if (consumer.len == 0 || consumer.len > idem::pg::inbox::MAX_CONSUMER)
         ereport(ERROR,
@@ -277,9 +281,8 @@ void receive_input(FunctionCallInfo fcinfo, Secrets *secrets, VerifyInput *in) {
                  errmsg(consumer.len == 0 ? "consumer must not be empty" : "consumer is too long"),
                  errdetail("consumer has %zu bytes; it must have 1 to %zu.", consumer.len,
                            idem::pg::inbox::MAX_CONSUMER),
-                 errhint("Name the inbox consumer that receives these webhooks, such as "
-                         "'stripe-billing'.")));
-    require_arg(fcinfo, A_SCHEME, "scheme");
+                 errhint("%s", consumer_hint)));
+    require_arg(fcinfo, A_SCHEME, "scheme", "Use 'standard' (Standard Webhooks) or 'stripe'.");
     char *scheme = TextDatumGetCString(PG_GETARG_DATUM(A_SCHEME));
     bool stripe = strcmp(scheme, "stripe") == 0;
     if (!stripe && strcmp(scheme, "standard") != 0)
