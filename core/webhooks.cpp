@@ -24,10 +24,6 @@ constexpr int64_t usec_per_sec = 1000000;
                 std::move(hint));
 }
 
-[[noreturn]] void malformed_header(std::string message, std::string detail) {
-    throw MalformedHeader(sqlstate::invalid_parameter_value, std::move(message), std::move(detail));
-}
-
 bool is_base64_char(unsigned char c) {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
            c == '/';
@@ -43,12 +39,8 @@ int hex_value(unsigned char c) {
     return -1;
 }
 
-std::string_view trim_spaces(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-        s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-        s.remove_suffix(1);
-    return s;
+bool is_http_whitespace(char c) {
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
 
 std::string ordinal(size_t index) {
@@ -57,7 +49,7 @@ std::string ordinal(size_t index) {
 
 void check_secrets(const std::vector<std::string_view> &secrets) {
     if (secrets.empty())
-        malformed("at least one webhook secret is required",
+        malformed("at least one webhook secret is required", {},
                   "Pass the current secret, or several during a key rotation.");
 }
 
@@ -172,39 +164,65 @@ bool hex_decode(std::string_view text, std::string &out) {
     return true;
 }
 
-// whsec_<base64> → key bytes; the secret itself never appears in an error.
+// Leading and trailing spaces, tabs, CRs and LFs removed.
+std::string_view trim_http_whitespace(std::string_view text) noexcept {
+    while (!text.empty() && is_http_whitespace(text.front()))
+        text.remove_prefix(1);
+    while (!text.empty() && is_http_whitespace(text.back()))
+        text.remove_suffix(1);
+    return text;
+}
+
+// whsec_<base64> → key bytes (24..64); the secret itself never appears in an error.
 std::string standard_key(std::string_view secret, size_t index) {
     constexpr std::string_view prefix = "whsec_";
     if (secret.substr(0, prefix.size()) == prefix)
         secret.remove_prefix(prefix.size());
+    const std::string hint = "Copy the secret exactly as the sender's dashboard shows it: "
+                             "\"whsec_\" followed by base64 of 24 to 64 random bytes.";
     std::string key;
     if (!base64_decode(secret, key))
         malformed("webhook secret " + ordinal(index) + " is not a valid Standard Webhooks secret",
                   "A Standard Webhooks secret is \"whsec_\" followed by base64 (RFC 4648, with "
                   "padding).",
-                  "Copy the secret exactly as the sender's dashboard shows it.");
-    if (key.empty())
-        malformed("webhook secret " + ordinal(index) + " is empty");
+                  hint);
+    if (key.size() < standard_secret_min_bytes || key.size() > standard_secret_max_bytes)
+        malformed("webhook secret " + ordinal(index) + " is " +
+                      (key.size() < standard_secret_min_bytes ? "too short" : "too long") +
+                      " for Standard Webhooks",
+                  "It decodes to " + std::to_string(key.size()) +
+                      " bytes; the Standard Webhooks specification requires 24 to 64 bytes "
+                      "(192 to 512 bits).",
+                  hint);
     return key;
 }
 
+// At least 32 bytes, used as they are.
+void check_stripe_secret(std::string_view secret, size_t index) {
+    if (secret.size() < stripe_secret_min_bytes)
+        malformed("webhook secret " + ordinal(index) + " is too short for a Stripe-style signature",
+                  "It has " + std::to_string(secret.size()) +
+                      " bytes; the HMAC-SHA256 key must have at least 32 bytes (RFC 2104: "
+                      "shorter keys weaken HMAC).",
+                  "Pass the endpoint's signing secret exactly as the sender shows it; Stripe's "
+                  "start with \"whsec_\", which is part of the key.");
+}
+
 // Decimal unix seconds, 1 to 18 digits (no sign, no spaces).
-int64_t parse_timestamp(std::string_view text, const char *what) {
+bool parse_timestamp(std::string_view text, int64_t &out) noexcept {
     if (text.empty() || text.size() > 18)
-        malformed_header(std::string("malformed webhook timestamp (") + what + ")",
-                         "The timestamp must be unix seconds written as 1 to 18 decimal digits.");
+        return false;
     int64_t v = 0;
     for (char ch : text) {
         if (ch < '0' || ch > '9')
-            malformed_header(
-                std::string("malformed webhook timestamp (") + what + ")",
-                "The timestamp must be unix seconds written as 1 to 18 decimal digits.");
+            return false;
         v = v * 10 + (ch - '0');
     }
-    return v;
+    out = v;
+    return true;
 }
 
-const char *verdict_name(Verdict v) {
+const char *verdict_name(Verdict v) noexcept {
     switch (v) {
     case Verdict::Valid:
         return "valid";
@@ -216,10 +234,10 @@ const char *verdict_name(Verdict v) {
     return "invalid_signature";
 }
 
-// Standard Webhooks verification: every v1 candidate against every secret, then the clock.
-Verdict verify_standard(const std::vector<std::string_view> &secrets, std::string_view msg_id,
-                        std::string_view timestamp, std::string_view payload,
-                        std::string_view signature_header, Clock clock) {
+// Standard Webhooks verification: the receiver's secrets, then every v1 candidate against every
+// secret, then the clock. A missing or malformed sender field is an invalid signature.
+Verdict verify_standard(const std::vector<std::string_view> &secrets, Field msg_id, Field timestamp,
+                        Field payload, Field signature_header, Clock clock) {
     check_secrets(secrets);
     check_clock(clock);
     // The receiver's own secrets first: a misconfigured one is an error whatever the sender sent.
@@ -227,24 +245,26 @@ Verdict verify_standard(const std::vector<std::string_view> &secrets, std::strin
     keys.reserve(secrets.size());
     for (size_t i = 0; i < secrets.size(); i++)
         keys.push_back(standard_key(secrets[i], i + 1));
-    int64_t ts = parse_timestamp(timestamp, "webhook-timestamp");
+
+    if (!msg_id || !timestamp || !payload || !signature_header ||
+        signature_header->size() > max_header_bytes)
+        return Verdict::InvalidSignature;
+    std::string_view ts_text = trim_http_whitespace(*timestamp);
+    int64_t ts = 0;
+    if (!parse_timestamp(ts_text, ts))
+        return Verdict::InvalidSignature;
 
     std::vector<Candidate> candidates;
-    size_t entries = 0;
-    std::string_view rest = signature_header;
+    std::string_view rest = trim_http_whitespace(*signature_header);
     while (!rest.empty()) {
         size_t sp = rest.find(' ');
         std::string_view token = rest.substr(0, sp);
         rest = sp == std::string_view::npos ? std::string_view() : rest.substr(sp + 1);
         if (token.empty())
             continue;
-        entries++;
         size_t comma = token.find(',');
         if (comma == std::string_view::npos)
-            malformed_header(
-                "malformed webhook-signature header",
-                "Entry " + std::to_string(entries) +
-                    " has no comma; each space-separated entry is \"<version>,<base64>\".");
+            return Verdict::InvalidSignature; // not "<version>,<signature>": malformed header
         if (token.substr(0, comma) != "v1")
             continue; // another scheme (e.g. v1a, asymmetric): not ours to check
         std::string_view sig = token.substr(comma + 1);
@@ -253,11 +273,8 @@ Verdict verify_standard(const std::vector<std::string_view> &secrets, std::strin
             c.usable = c.bytes.size() == mac_bytes;
         candidates.push_back(std::move(c));
     }
-    if (entries == 0)
-        malformed_header("webhook-signature header is empty",
-                         "Expected one or more space-separated \"v1,<base64>\" entries.");
 
-    std::string content = signed_standard_content(msg_id, timestamp, payload);
+    std::string content = signed_standard_content(*msg_id, ts_text, *payload);
     std::vector<Digest> expected;
     expected.reserve(secrets.size());
     for (const std::string &key : keys)
@@ -268,36 +285,32 @@ Verdict verify_standard(const std::vector<std::string_view> &secrets, std::strin
     return timestamp_fresh(ts, clock) ? Verdict::Valid : Verdict::StaleTimestamp;
 }
 
-// Stripe-style verification: t= and every v1= candidate, then the clock.
-Verdict verify_stripe(const std::vector<std::string_view> &secrets, std::string_view header,
-                      std::string_view payload, Clock clock) {
+// Stripe-style verification: the receiver's secrets, then t= and every v1= candidate, then the
+// clock. A missing or malformed header or body is an invalid signature.
+Verdict verify_stripe(const std::vector<std::string_view> &secrets, Field header, Field payload,
+                      Clock clock) {
     check_secrets(secrets);
     check_clock(clock);
     for (size_t i = 0; i < secrets.size(); i++)
-        if (secrets[i].empty())
-            malformed("webhook secret " + ordinal(i + 1) + " is empty");
+        check_stripe_secret(secrets[i], i + 1);
 
+    if (!header || !payload || header->size() > max_header_bytes)
+        return Verdict::InvalidSignature;
     std::string_view t_text;
     bool have_t = false;
     std::vector<Candidate> candidates;
-    size_t items = 0;
-    std::string_view rest = header;
+    std::string_view rest = *header;
     while (true) {
         size_t comma = rest.find(',');
-        std::string_view item = trim_spaces(rest.substr(0, comma));
-        items++;
+        std::string_view item = trim_http_whitespace(rest.substr(0, comma));
         size_t eq = item.find('=');
         if (eq == std::string_view::npos)
-            malformed_header(
-                "malformed Stripe-Signature header",
-                "Item " + std::to_string(items) +
-                    " is not \"<key>=<value>\"; expected \"t=<unix seconds>,v1=<hex>\".");
+            return Verdict::InvalidSignature; // not "<key>=<value>": malformed header
         std::string_view key = item.substr(0, eq);
         std::string_view value = item.substr(eq + 1);
         if (key == "t") {
             if (have_t)
-                malformed_header("malformed Stripe-Signature header",
-                                 "It has more than one t= item.");
+                return Verdict::InvalidSignature; // two timestamps: which one was signed?
             have_t = true;
             t_text = value;
         } else if (key == "v1") {
@@ -310,13 +323,13 @@ Verdict verify_stripe(const std::vector<std::string_view> &secrets, std::string_
             break;
         rest = rest.substr(comma + 1);
     }
-    if (!have_t)
-        malformed_header("malformed Stripe-Signature header", "It has no t=<unix seconds> item.");
-    int64_t ts = parse_timestamp(t_text, "t");
+    int64_t ts = 0;
+    if (!have_t || !parse_timestamp(t_text, ts))
+        return Verdict::InvalidSignature;
 
     std::string content;
-    content.reserve(t_text.size() + 1 + payload.size());
-    content.append(t_text).append(1, '.').append(payload);
+    content.reserve(t_text.size() + 1 + payload->size());
+    content.append(t_text).append(1, '.').append(*payload);
     std::vector<Digest> expected;
     expected.reserve(secrets.size());
     for (std::string_view s : secrets)
@@ -330,17 +343,19 @@ Verdict verify_stripe(const std::vector<std::string_view> &secrets, std::string_
 // "v1,<base64 HMAC>" over msg_id.timestamp.payload.
 std::string sign_standard(std::string_view secret, std::string_view msg_id,
                           std::string_view timestamp, std::string_view payload) {
-    parse_timestamp(timestamp, "webhook-timestamp");
-    Digest mac =
-        hmac_sha256(standard_key(secret, 1), signed_standard_content(msg_id, timestamp, payload));
+    std::string key = standard_key(secret, 1);
+    int64_t ts = 0;
+    if (!parse_timestamp(timestamp, ts))
+        malformed("malformed webhook timestamp (webhook-timestamp)",
+                  "The timestamp must be unix seconds written as 1 to 18 decimal digits.");
+    Digest mac = hmac_sha256(key, signed_standard_content(msg_id, timestamp, payload));
     return "v1," +
            base64_encode(std::string_view(reinterpret_cast<const char *>(mac.data()), mac.size()));
 }
 
 // "t=<timestamp>,v1=<hex HMAC>" over timestamp.payload.
 std::string sign_stripe(std::string_view secret, int64_t timestamp, std::string_view payload) {
-    if (secret.empty())
-        malformed("webhook secret 1 is empty");
+    check_stripe_secret(secret, 1);
     if (timestamp < 0)
         malformed("webhook timestamp must not be negative");
     std::string t = std::to_string(timestamp);

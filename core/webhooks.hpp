@@ -3,24 +3,39 @@
 // "t=<unix seconds>,v1=<hex HMAC-SHA256 of t.payload>" header. Signatures are computed over the
 // raw body bytes; every candidate signature is compared against every secret in constant time
 // (no early exit), and the signed timestamp must lie within a tolerance of the clock in both
-// directions. Errors are idem::Error 22023 and never contain a secret.
+// directions.
+//
+// Two kinds of input, two behaviours:
+//  * the receiver's own configuration (secrets, tolerance) is checked first and a mistake throws
+//    idem::Error 22023 with a hint, whatever the sender sent (never containing a secret);
+//  * what the unauthenticated sender controls (the id, timestamp and signature headers, the
+//    body) never throws: missing, empty, blank, malformed or oversized, it is
+//    Verdict::InvalidSignature.
 #pragma once
 
 #include "error.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace idem::webhooks {
 
-// The idem::Error (22023) raised for a malformed signature header or timestamp, i.e. input the
-// sender controls; a receiver may treat it as an invalid signature.
-class MalformedHeader : public Error {
-  public:
-    using Error::Error;
-};
+// Standard Webhooks: "Signing secret: Random. At least 24 bytes (192 bits, 512 maximum)" (the
+// specification's table of symmetric signatures), i.e. 24 to 64 bytes after base64 decoding.
+constexpr size_t standard_secret_min_bytes = 24;
+constexpr size_t standard_secret_max_bytes = 64;
+// Stripe-style secrets are the HMAC-SHA256 key as they are; no specification gives a length.
+// RFC 2104, section 3: a key shorter than the hash output (32 bytes for SHA-256) "is strongly
+// discouraged as it would decrease the security strength of the function". Stripe's endpoint
+// secrets ("whsec_" and 32 characters, 38 bytes; the Stripe CLI's: 70 bytes) are longer.
+constexpr size_t stripe_secret_min_bytes = 32;
+// A signature header longer than this is not looked at (invalid signature): a real one holds a
+// few signatures (well under 1 KiB), and HTTP servers refuse longer header lines by default
+// (nginx 8 KiB, Apache 8190 bytes, Node.js 16 KiB for all headers together).
+constexpr size_t max_header_bytes = 16384;
 
 // RFC 4648 base64 (standard alphabet, with padding), through OpenSSL EVP_EncodeBlock.
 std::string base64_encode(std::string_view bytes);
@@ -35,22 +50,31 @@ std::string hex_encode(std::string_view bytes);
 // Hex decoding (either case, even length). Returns false if text is malformed.
 bool hex_decode(std::string_view text, std::string &out);
 
+// text without the HTTP whitespace (space, tab, CR, LF) at either end. A header value has none
+// (RFC 9110, section 5.5), but frameworks sometimes hand a value over with the line's CR LF.
+std::string_view trim_http_whitespace(std::string_view text) noexcept;
+
 // The HMAC key of a Standard Webhooks secret: the base64 text after the optional "whsec_"
-// prefix, decoded. index (1-based) names the secret in errors; throws idem::Error 22023.
+// prefix, decoded, 24 to 64 bytes. index (1-based) names the secret in errors; throws
+// idem::Error 22023 (with a hint) otherwise.
 std::string standard_key(std::string_view secret, size_t index);
 
-// A unix timestamp in seconds written as 1 to 18 decimal digits; throws idem::Error 22023 with
-// what ("webhook-timestamp", "t") naming the field.
-int64_t parse_timestamp(std::string_view text, const char *what);
+// Checks a Stripe-style secret (used as the key as it is): at least 32 bytes; throws
+// idem::Error 22023 (with a hint) otherwise.
+void check_stripe_secret(std::string_view secret, size_t index);
+
+// A unix timestamp in seconds written as 1 to 18 decimal digits, nothing else. False (out
+// untouched) for anything else.
+bool parse_timestamp(std::string_view text, int64_t &out) noexcept;
 
 enum class Verdict {
     Valid,            // a signature matches one of the secrets and the timestamp is fresh
-    InvalidSignature, // no candidate signature matches any secret
+    InvalidSignature, // no proof: no candidate matches, or a sender field is missing/malformed
     StaleTimestamp,   // authentic, but the signed timestamp is outside the tolerance
 };
 
 // "valid", "invalid_signature" or "stale_timestamp".
-const char *verdict_name(Verdict v);
+const char *verdict_name(Verdict v) noexcept;
 
 // Times are microseconds since the unix epoch; tolerance_usec >= 0 (else 22023). The timestamp
 // is accepted when |now - timestamp| <= tolerance.
@@ -59,27 +83,32 @@ struct Clock {
     int64_t tolerance_usec;
 };
 
+// A field the sender controls: std::nullopt when the request did not carry it (SQL NULL).
+using Field = std::optional<std::string_view>;
+
 // Standard Webhooks: secrets are whsec_ secrets (several for key rotation), msg_id and timestamp
 // are the webhook-id and webhook-timestamp headers, signature_header the webhook-signature
 // header (space-separated "version,signature" entries; versions other than v1 are ignored).
-// Throws idem::Error 22023 for no secrets, a malformed secret, a malformed timestamp or an
-// empty or malformed signature header.
-Verdict verify_standard(const std::vector<std::string_view> &secrets, std::string_view msg_id,
-                        std::string_view timestamp, std::string_view payload,
-                        std::string_view signature_header, Clock clock);
+// The signature header and the timestamp are read without HTTP whitespace at their ends; the
+// id is signed byte for byte (it is the event's dedup key). Throws idem::Error 22023 only for
+// the receiver's configuration: no secrets, a malformed secret, a negative tolerance.
+Verdict verify_standard(const std::vector<std::string_view> &secrets, Field msg_id, Field timestamp,
+                        Field payload, Field signature_header, Clock clock);
 
 // Stripe-style: secrets are used as raw bytes (Stripe's whsec_ strings are the HMAC key as
 // they are, not base64), header is "t=<seconds>,v1=<hex>[,v1=<hex>...]" (other schemes such as
-// v0 are ignored). Throws idem::Error 22023 for no secrets, an empty secret, or a header that
-// is malformed, lacks t= or has it twice.
-Verdict verify_stripe(const std::vector<std::string_view> &secrets, std::string_view header,
-                      std::string_view payload, Clock clock);
+// v0 are ignored; HTTP whitespace around items and at the ends is ignored). Throws idem::Error
+// 22023 only for no secrets, a secret shorter than 32 bytes, or a negative tolerance.
+Verdict verify_stripe(const std::vector<std::string_view> &secrets, Field header, Field payload,
+                      Clock clock);
 
-// The webhook-signature header value "v1,<base64>" a Standard Webhooks sender would send.
+// The webhook-signature header value "v1,<base64>" a Standard Webhooks sender would send;
+// throws 22023 for a malformed secret or timestamp (the caller's own values).
 std::string sign_standard(std::string_view secret, std::string_view msg_id,
                           std::string_view timestamp, std::string_view payload);
 
-// The Stripe-Signature header value "t=<timestamp>,v1=<hex>".
+// The Stripe-Signature header value "t=<timestamp>,v1=<hex>"; throws 22023 for a secret
+// shorter than 32 bytes or a negative timestamp.
 std::string sign_stripe(std::string_view secret, int64_t timestamp, std::string_view payload);
 
 } // namespace idem::webhooks

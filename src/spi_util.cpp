@@ -1,5 +1,13 @@
 // SPI helpers: saved plans, the extension owner, entering/leaving SPI as that owner, and the
 // result row type of a function.
+//
+// An error raised inside one of the extension's statements (a constraint or trigger of the
+// operator's, a statement_timeout, a cancel, a lock timeout, a deadlock) reaches the caller
+// without the statement's text: SPI's error context callback adds 'SQL statement "<text>"' to
+// CONTEXT (or, for an error with a position, sets the internal query shown as QUERY), and that
+// text is the extension's internals, not the caller's SQL. exec and saved_plan catch the error,
+// remove exactly that text and raise it again; every other context line stays (the caller's
+// PL/pgSQL, a trigger's statements, PostgreSQL's "while inserting index tuple ...").
 #include "spi_util.hpp"
 
 extern "C" {
@@ -7,11 +15,15 @@ extern "C" {
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
 #include "funcapi.h"
+#include "lib/stringinfo.h"
 #include "utils/memutils.h"
 #include "utils/inval.h"
+#include "utils/plancache.h"
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 }
+
+#include <cstring>
 
 namespace idem::pg {
 
@@ -23,12 +35,84 @@ static void owner_invalidate(Datum, int, uint32) {
     cached_owner = InvalidOid;
 }
 
+// context without every line that contains sql (SPI's 'SQL statement "<sql>"', in whatever
+// language lc_messages gives it); NULL when no line is left.
+static char *context_without(const char *context, const char *sql) {
+    size_t sql_len = strlen(sql);
+    StringInfoData out;
+    initStringInfo(&out);
+    const char *line = context;
+    while (*line != '\0') {
+        const char *hit = strstr(line, sql);
+        if (hit == nullptr) {
+            appendStringInfoString(&out, line);
+            break;
+        }
+        // the lines the text spans: from the start of the line it begins on to the end of the
+        // line it ends on (the statement texts have no newline, but a line is a line)
+        const char *start = hit;
+        while (start > line && start[-1] != '\n')
+            start--;
+        const char *end = strchr(hit + sql_len, '\n');
+        appendBinaryStringInfo(&out, line, static_cast<int>(start - line));
+        line = end == nullptr ? hit + strlen(hit) : end + 1;
+    }
+    while (out.len > 0 && out.data[out.len - 1] == '\n')
+        out.data[--out.len] = '\0';
+    if (out.len == 0) {
+        pfree(out.data);
+        return nullptr;
+    }
+    return out.data;
+}
+
+// Raises the error being handled (in a PG_CATCH block) again without the statement text sql in
+// its context or internal query; cxt is the memory context of the code that caught it.
+[[noreturn]] static void rethrow_without_statement(MemoryContext cxt, const char *sql) {
+    MemoryContextSwitchTo(cxt);
+    ErrorData *edata = CopyErrorData();
+    FlushErrorState();
+    if (sql != nullptr && sql[0] != '\0') {
+        if (edata->internalquery != nullptr && strcmp(edata->internalquery, sql) == 0) {
+            pfree(edata->internalquery);
+            edata->internalquery = nullptr;
+            edata->internalpos = 0;
+        }
+        if (edata->context != nullptr) {
+            char *context = context_without(edata->context, sql);
+            pfree(edata->context);
+            edata->context = context;
+        }
+    }
+    ReThrowError(edata);
+}
+
+// The text of a saved plan's (only) statement.
+static const char *plan_text(SPIPlanPtr plan) {
+    List *sources = SPI_plan_get_plan_sources(plan);
+    if (sources == NIL)
+        return nullptr;
+    return static_cast<CachedPlanSource *>(linitial(sources))->query_string;
+}
+
 // Prepares and keeps a plan the first time it is needed.
 SPIPlanPtr saved_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes,
                       int cursor_options) {
     if (*slot == nullptr) {
-        SPIPlanPtr plan =
-            SPI_prepare_cursor(sql, nargs, const_cast<Oid *>(argtypes), cursor_options);
+        MemoryContext cxt = CurrentMemoryContext;
+        SPIPlanPtr volatile prepared = nullptr;
+        PG_TRY();
+        {
+            // an error here (a table of the schema dropped) would quote sql
+            prepared = SPI_prepare_cursor(sql, nargs, const_cast<Oid *>(argtypes), cursor_options);
+        }
+        PG_CATCH();
+        {
+            // the same error, without sql in its context or internal query
+            rethrow_without_statement(cxt, sql);
+        }
+        PG_END_TRY();
+        SPIPlanPtr plan = prepared;
         if (plan == nullptr)
             elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
         if (SPI_keepplan(plan) != 0)
@@ -81,9 +165,22 @@ void leave(const SavedUser *saved) {
     SPI_finish();
 }
 
-// SPI_execute_plan with an error check.
+// SPI_execute_plan with an error check; an error inside the statement is raised without the
+// statement's text.
 uint64 exec(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only, long tcount) {
-    int rc = SPI_execute_plan(plan, values, nulls, read_only, tcount);
+    MemoryContext cxt = CurrentMemoryContext;
+    volatile int rc = 0;
+    PG_TRY();
+    {
+        // SPI's error context callback names the statement in any error raised in here
+        rc = SPI_execute_plan(plan, values, nulls, read_only, tcount);
+    }
+    PG_CATCH();
+    {
+        // the same error, without that line
+        rethrow_without_statement(cxt, plan_text(plan));
+    }
+    PG_END_TRY();
     if (rc < 0)
         elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
     return SPI_processed;

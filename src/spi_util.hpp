@@ -12,6 +12,7 @@ namespace idem::pg {
 
 // Prepares sql once per backend and keeps the plan (SPI_prepare + SPI_keepplan). Must be
 // called while connected to SPI. The text must be a constant with every name schema-qualified.
+// An error while preparing is raised without the statement text (as for exec).
 // cursor_options: e.g. CURSOR_OPT_GENERIC_PLAN for a statement whose custom plans the plan cache
 // would otherwise keep choosing (a LIMIT $n makes every custom plan look cheaper), planning it
 // anew on every execution.
@@ -38,7 +39,10 @@ void enter(SavedUser *saved);
 // Switches back to the caller and disconnects from SPI.
 void leave(const SavedUser *saved);
 
-// Executes a saved plan; values/nulls as for SPI_execute_plan. Returns SPI_processed.
+// Executes a saved plan; values/nulls as for SPI_execute_plan. Returns SPI_processed. An error
+// raised inside the statement (a constraint, a trigger, a timeout, a cancel, a deadlock) is
+// raised again without the statement's text in its CONTEXT or internal query: that text is the
+// extension's, the caller never wrote it. The other context lines stay.
 uint64 exec(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only, long tcount);
 
 // Column accessors for SPI_tuptable->vals[row]; attno is 1-based.

@@ -5,14 +5,22 @@
 // Payloads arrive as text or bytea; both are varlenas whose bytes are signed as they are (never
 // jsonb, which re-serialises). The core (core/webhooks.hpp) does the parsing and the constant-time
 // comparison inside run_cpp; this file only gathers the bytes and the clock.
+//
+// The receiver's own arguments (consumer, scheme, secrets, tolerance, ttl, now) raise errors,
+// checked before anything the sender sent; the sender's (event id, body, signature headers,
+// timestamp) never do: a NULL one is a missing field, which the core answers as an invalid
+// signature like a malformed one.
 #include "pg_cpp.hpp"
 #include "errors.hpp"
+#include "inbox.hpp"
 #include "settings.hpp"
 #include "crypto.hpp"
 #include "lease.hpp"
 #include "webhooks.hpp"
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 extern "C" {
@@ -28,11 +36,19 @@ namespace {
 
 using idem::pg::require_arg;
 
-// Bytes of a detoasted varlena (plain memory, valid for the rest of the call).
+// Bytes of a detoasted varlena (plain memory, valid for the rest of the call); data is nullptr
+// for a NULL argument the sender controls (a missing field).
 struct Bytes {
     const char *data;
     size_t len;
 };
+
+// The core's view of a sender's field: std::nullopt when it is missing.
+std::optional<std::string_view> field(Bytes b) {
+    if (b.data == nullptr)
+        return std::nullopt;
+    return std::string_view(b.data, b.len);
+}
 
 constexpr int MAX_SECRETS = 16;
 
@@ -51,9 +67,16 @@ Bytes bytes_arg(FunctionCallInfo fcinfo, int argno, const char *name) {
     return varlena_bytes(PG_GETARG_DATUM(argno));
 }
 
+// A field the sender controls: its bytes, or {nullptr, 0} when the argument is NULL.
+Bytes sender_arg(FunctionCallInfo fcinfo, int argno) {
+    return PG_ARGISNULL(argno) ? Bytes{nullptr, 0} : varlena_bytes(PG_GETARG_DATUM(argno));
+}
+
 // The secrets of argument argno: one text, or a text[] without NULLs (1 to 16 elements).
 void secrets_arg(FunctionCallInfo fcinfo, int argno, bool is_array, Secrets *out) {
-    require_arg(fcinfo, argno, is_array ? "secrets" : "secret");
+    require_arg(fcinfo, argno, is_array ? "secrets" : "secret",
+                "A secret read from an unset setting or column is NULL; check where the receiver "
+                "reads its secrets.");
     out->n = 0;
     if (!is_array) {
         out->items[out->n++] = varlena_bytes(PG_GETARG_DATUM(argno));
@@ -62,18 +85,23 @@ void secrets_arg(FunctionCallInfo fcinfo, int argno, bool is_array, Secrets *out
     ArrayType *arr = PG_GETARG_ARRAYTYPE_P(argno);
     if (ARR_NDIM(arr) > 1)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                        errmsg("secrets must be a one-dimensional array")));
+                        errmsg("secrets must be a one-dimensional array"),
+                        errhint("Pass ARRAY[current_secret] or, during a key rotation, "
+                                "ARRAY[new_secret, old_secret].")));
     Datum *elems;
     bool *nulls;
     int n;
     deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
     if (n > MAX_SECRETS)
         ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-                        errmsg("at most %d webhook secrets are allowed", MAX_SECRETS)));
+                        errmsg("at most %d webhook secrets are allowed", MAX_SECRETS),
+                        errhint("Keep only the secrets a sender may still sign with.")));
     for (int i = 0; i < n; i++) {
         if (nulls[i])
             ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-                            errmsg("webhook secret %d is null", i + 1)));
+                            errmsg("webhook secret %d is null", i + 1),
+                            errhint("A secret read from an unset setting or column is NULL; "
+                                    "check where the receiver reads its secrets.")));
         out->items[out->n++] = varlena_bytes(elems[i]);
     }
 }
@@ -84,7 +112,8 @@ idem::webhooks::Clock clock_args(FunctionCallInfo fcinfo, int tolerance_arg, int
     TimestampTz now =
         PG_ARGISNULL(now_arg) ? GetCurrentTimestamp() : PG_GETARG_TIMESTAMPTZ(now_arg);
     if (TIMESTAMP_NOT_FINITE(now))
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("now must be finite")));
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("now must be finite"),
+                        errhint("Leave now out (NULL) to use the server clock.")));
     constexpr int64 unix_offset =
         static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
     return idem::webhooks::Clock{
@@ -92,8 +121,8 @@ idem::webhooks::Clock clock_args(FunctionCallInfo fcinfo, int tolerance_arg, int
         idem::pg::interval_arg_usec(fcinfo, tolerance_arg, idem::settings::webhook_tolerance_s)};
 }
 
-// Runs a verification in the core. *verdict is set on success; *malformed_header tells that the
-// error came from sender-controlled input (header or timestamp syntax).
+// Runs a verification in the core; *verdict is set on success. An error is the receiver's own
+// (a malformed secret, a negative tolerance): nothing the sender sent raises.
 struct VerifyInput {
     bool stripe;
     const Secrets *secrets;
@@ -101,32 +130,33 @@ struct VerifyInput {
     idem::webhooks::Clock clock;
 };
 
-bool run_verify(const VerifyInput &in, idem::webhooks::Verdict *verdict, bool *malformed_header,
+bool run_verify(const VerifyInput &in, idem::webhooks::Verdict *verdict,
                 idem::pg::PendingError *pe) {
-    *malformed_header = false;
     return idem::pg::run_cpp(*pe, [&] {
         std::vector<std::string_view> secrets;
         for (int i = 0; i < in.secrets->n; i++)
             secrets.emplace_back(in.secrets->items[i].data, in.secrets->items[i].len);
-        std::string_view payload(in.payload.data, in.payload.len);
-        std::string_view header(in.header.data, in.header.len);
-        try {
-            if (in.stripe)
-                *verdict = idem::webhooks::verify_stripe(secrets, header, payload, in.clock);
-            else
-                *verdict = idem::webhooks::verify_standard(
-                    secrets, std::string_view(in.msg_id.data, in.msg_id.len),
-                    std::string_view(in.timestamp.data, in.timestamp.len), payload, header,
-                    in.clock);
-        } catch (const idem::webhooks::MalformedHeader &) {
-            *malformed_header = true;
-            throw;
-        }
+        if (in.stripe)
+            *verdict = idem::webhooks::verify_stripe(secrets, field(in.header), field(in.payload),
+                                                     in.clock);
+        else
+            *verdict =
+                idem::webhooks::verify_standard(secrets, field(in.msg_id), field(in.timestamp),
+                                                field(in.payload), field(in.header), in.clock);
     });
 }
 
+// The verdict on a delivery, or the receiver's error.
+idem::webhooks::Verdict verdict_of(const VerifyInput &in) {
+    idem::pg::PendingError pe;
+    idem::webhooks::Verdict verdict = idem::webhooks::Verdict::InvalidSignature;
+    if (!run_verify(in, &verdict, &pe))
+        idem::pg::raise(pe);
+    return verdict;
+}
+
 // Shared body of the boolean verify functions; args: secrets, [msg_id, timestamp,] payload,
-// header, tolerance, now.
+// header, tolerance, now. The sender's fields may be NULL (false).
 Datum verify(FunctionCallInfo fcinfo, bool stripe, bool secrets_array) {
     Secrets secrets;
     secrets_arg(fcinfo, 0, secrets_array, &secrets);
@@ -135,21 +165,16 @@ Datum verify(FunctionCallInfo fcinfo, bool stripe, bool secrets_array) {
     in.secrets = &secrets;
     int a = 1;
     if (!stripe) {
-        in.msg_id = bytes_arg(fcinfo, a++, "msg_id");
-        in.timestamp = bytes_arg(fcinfo, a++, "msg_timestamp");
-        in.payload = bytes_arg(fcinfo, a++, "payload");
-        in.header = bytes_arg(fcinfo, a++, "signature_header");
+        in.msg_id = sender_arg(fcinfo, a++);
+        in.timestamp = sender_arg(fcinfo, a++);
+        in.payload = sender_arg(fcinfo, a++);
+        in.header = sender_arg(fcinfo, a++);
     } else {
-        in.header = bytes_arg(fcinfo, a++, "header");
-        in.payload = bytes_arg(fcinfo, a++, "payload");
+        in.header = sender_arg(fcinfo, a++);
+        in.payload = sender_arg(fcinfo, a++);
     }
     in.clock = clock_args(fcinfo, a, a + 1);
-    idem::pg::PendingError pe;
-    idem::webhooks::Verdict verdict = idem::webhooks::Verdict::InvalidSignature;
-    bool malformed;
-    if (!run_verify(in, &verdict, &malformed, &pe))
-        idem::pg::raise(pe);
-    PG_RETURN_BOOL(verdict == idem::webhooks::Verdict::Valid);
+    PG_RETURN_BOOL(verdict_of(in) == idem::webhooks::Verdict::Valid);
 }
 
 // Copies a signature header into buf (inside run_cpp: throws when it does not fit); its length.
@@ -237,11 +262,27 @@ enum ReceiveArg {
     A_NOW
 };
 
-// The verification input of idem_webhook_receive (scheme, secrets, event id, payload, clock);
-// the headers are read by receive_verdict.
+// The outcome of an authentic delivery whose event id cannot be recorded (NULL, empty, longer
+// than the inbox's 1024 bytes): answered, never raised, and nothing is written.
+constexpr const char *INVALID_EVENT_ID = "invalid_event_id";
+
+// The receiver's arguments of idem_webhook_receive, checked before anything the sender sent
+// (so that a misconfigured receiver fails on its first delivery, whatever that delivery holds),
+// and the sender's fields, read as they are (NULL: missing).
 void receive_input(FunctionCallInfo fcinfo, Secrets *secrets, VerifyInput *in) {
-    require_arg(fcinfo, A_CONSUMER, "consumer");
-    require_arg(fcinfo, A_SCHEME, "scheme");
+    constexpr const char *consumer_hint =
+        "Name the inbox consumer that receives these webhooks, such as 'stripe-billing'.";
+    require_arg(fcinfo, A_CONSUMER, "consumer", consumer_hint);
+    Bytes consumer = varlena_bytes(PG_GETARG_DATUM(A_CONSUMER));
+    if (consumer.len == 0 || consumer.len > idem::pg::inbox::MAX_CONSUMER)
+        ereport(ERROR,
+                (errcode(consumer.len == 0 ? ERRCODE_INVALID_PARAMETER_VALUE
+                                           : ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+                 errmsg(consumer.len == 0 ? "consumer must not be empty" : "consumer is too long"),
+                 errdetail("consumer has %zu bytes; it must have 1 to %zu.", consumer.len,
+                           idem::pg::inbox::MAX_CONSUMER),
+                 errhint("%s", consumer_hint)));
+    require_arg(fcinfo, A_SCHEME, "scheme", "Use 'standard' (Standard Webhooks) or 'stripe'.");
     char *scheme = TextDatumGetCString(PG_GETARG_DATUM(A_SCHEME));
     bool stripe = strcmp(scheme, "stripe") == 0;
     if (!stripe && strcmp(scheme, "standard") != 0)
@@ -249,35 +290,28 @@ void receive_input(FunctionCallInfo fcinfo, Secrets *secrets, VerifyInput *in) {
                         errmsg("unknown webhook scheme \"%s\"", scheme),
                         errhint("Use 'standard' (Standard Webhooks) or 'stripe' (t=...,v1=...).")));
     secrets_arg(fcinfo, A_SECRETS, true, secrets);
-    require_arg(fcinfo, A_EVENT_ID, "event_id");
-    in->stripe = stripe;
-    in->secrets = secrets;
-    in->payload = bytes_arg(fcinfo, A_PAYLOAD, "payload");
-    in->msg_id = varlena_bytes(PG_GETARG_DATUM(A_EVENT_ID));
     if (stripe && !PG_ARGISNULL(A_TIMESTAMP))
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("msg_timestamp is not used by the stripe scheme"),
-                        errdetail("The signed timestamp is the t= item of the header.")));
+                        errdetail("The signed timestamp is the t= item of the header."),
+                        errhint("Pass msg_timestamp => NULL with scheme 'stripe'.")));
+    (void)idem::pg::inbox::positive_interval_arg(fcinfo, A_TTL, idem::settings::inbox_ttl_s, "ttl",
+                                                 "idempotency.inbox_ttl");
+    in->stripe = stripe;
+    in->secrets = secrets;
     in->clock = clock_args(fcinfo, A_TOLERANCE, A_NOW);
+    in->msg_id = sender_arg(fcinfo, A_EVENT_ID);
+    in->payload = sender_arg(fcinfo, A_PAYLOAD);
+    in->header = sender_arg(fcinfo, A_HEADER);
+    in->timestamp = stripe ? Bytes{nullptr, 0} : sender_arg(fcinfo, A_TIMESTAMP);
 }
 
-// The verdict on the delivery. Missing or malformed sender headers are a failed proof, not an
-// error of the receiver.
-idem::webhooks::Verdict receive_verdict(FunctionCallInfo fcinfo, VerifyInput *in) {
-    if (PG_ARGISNULL(A_HEADER) || (!in->stripe && PG_ARGISNULL(A_TIMESTAMP)))
-        return idem::webhooks::Verdict::InvalidSignature;
-    in->header = varlena_bytes(PG_GETARG_DATUM(A_HEADER));
-    if (!in->stripe)
-        in->timestamp = varlena_bytes(PG_GETARG_DATUM(A_TIMESTAMP));
-    idem::pg::PendingError pe;
-    idem::webhooks::Verdict verdict = idem::webhooks::Verdict::InvalidSignature;
-    bool malformed;
-    if (!run_verify(*in, &verdict, &malformed, &pe)) {
-        if (!malformed)
-            idem::pg::raise(pe);
-        verdict = idem::webhooks::Verdict::InvalidSignature;
-    }
-    return verdict;
+// True when the event id of an authentic delivery can be recorded: 1 to 1024 bytes.
+bool event_id_usable(FunctionCallInfo fcinfo) {
+    if (PG_ARGISNULL(A_EVENT_ID))
+        return false;
+    Bytes id = varlena_bytes(PG_GETARG_DATUM(A_EVENT_ID));
+    return id.len > 0 && id.len <= idem::pg::inbox::MAX_EVENT_ID;
 }
 
 // Records a verified event with idem_inbox_receive. The payload hash is the SHA-256 of the raw
@@ -317,9 +351,10 @@ IDEM_PG_FUNCTION(idem_webhook_receive) {
     Secrets secrets;
     VerifyInput in{};
     receive_input(fcinfo, &secrets, &in);
-    idem::webhooks::Verdict verdict = receive_verdict(fcinfo, &in);
+    idem::webhooks::Verdict verdict = verdict_of(in);
     if (verdict != idem::webhooks::Verdict::Valid)
-        PG_RETURN_TEXT_P(cstring_to_text(
-            idem::pg::call_cpp([&] { return idem::webhooks::verdict_name(verdict); })));
+        PG_RETURN_TEXT_P(cstring_to_text(IDEM_NOTHROW(idem::webhooks::verdict_name(verdict))));
+    if (!event_id_usable(fcinfo))
+        PG_RETURN_TEXT_P(cstring_to_text(INVALID_EVENT_ID));
     return record_event(fcinfo, in.payload);
 }

@@ -1,5 +1,7 @@
 // Webhook signatures: the Standard Webhooks vector (test/vectors/README.md), Stripe-style
-// headers, key rotation, malformed headers and the timestamp tolerance at its edges.
+// headers, key rotation, the timestamp tolerance at its edges, and the two kinds of bad input:
+// the sender's (missing, blank, CR/LF, malformed, oversized: an invalid signature, never an
+// exception) and the receiver's (a secret of the wrong size: 22023).
 #include "crypto.hpp"
 #include "error.hpp"
 #include "webhooks.hpp"
@@ -8,6 +10,7 @@
 
 #include <cctype>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -24,7 +27,7 @@ constexpr int64_t kNow = INT64_C(1614265330) * 1000000;
 constexpr int64_t kTolerance = INT64_C(300) * 1000000;
 const Clock kClock{kNow, kTolerance};
 
-const std::string kStripeSecret = "whsec_stripe_test_secret";
+const std::string kStripeSecret = "whsec_7Kq2mX9pL4vR8sT1wZ6yB3nC5dF0gH2j"; // 38 bytes
 
 std::vector<std::string_view> one(const std::string &s) {
     return {s};
@@ -37,6 +40,20 @@ std::string sqlstate_of(const std::function<void()> &fn) {
         return e.sqlstate();
     }
     return "none";
+}
+
+// A verdict's name, or "raised <SQLSTATE>" when the call threw.
+std::string outcome_of(const std::function<Verdict()> &fn) {
+    try {
+        return verdict_name(fn());
+    } catch (const idem::Error &e) {
+        return std::string("raised ") + e.sqlstate();
+    }
+}
+
+// A Standard Webhooks secret of n key bytes.
+std::string standard_secret_of(size_t n) {
+    return "whsec_" + base64_encode(std::string(n, 'k'));
 }
 
 } // namespace
@@ -159,44 +176,118 @@ TEST(StandardWebhooks, ToleranceBothDirections) {
               Verdict::InvalidSignature);
 }
 
-TEST(StandardWebhooks, MalformedInputRaises22023) {
-    auto verify = [&](std::vector<std::string_view> secrets, std::string ts, std::string header,
-                      Clock clock = kClock) {
-        return sqlstate_of([&] { verify_standard(secrets, kMsgId, ts, kPayload, header, clock); });
+// What the sender controls never throws: a malformed header or timestamp is an invalid
+// signature (issue 18; these raised 22023 before).
+TEST(StandardWebhooks, MalformedSenderInputIsInvalidSignature) {
+    auto verify = [&](std::string ts, std::string header) {
+        return outcome_of(
+            [&] { return verify_standard(one(kSecret), kMsgId, ts, kPayload, header, kClock); });
     };
-    EXPECT_EQ(verify(one(kSecret), kTs, ""), "22023");
-    EXPECT_EQ(verify(one(kSecret), kTs, "   "), "22023");
-    EXPECT_EQ(verify(one(kSecret), kTs, "g0hM9SsE+OTPJTGt"), "22023"); // no version
-    EXPECT_EQ(verify(one(kSecret), kTs, kSignature + " garbage"), "22023");
-    EXPECT_EQ(verify(one(kSecret), "", kSignature), "22023");
-    EXPECT_EQ(verify(one(kSecret), "-1614265330", kSignature), "22023");
-    EXPECT_EQ(verify(one(kSecret), "1614265330.5", kSignature), "22023");
-    EXPECT_EQ(verify(one(kSecret), "1234567890123456789", kSignature), "22023");
-    EXPECT_EQ(verify({}, kTs, kSignature), "22023");
-    EXPECT_EQ(verify(one("whsec_not base64!"), kTs, kSignature), "22023");
-    EXPECT_EQ(verify(one("whsec_"), kTs, kSignature), "22023");
-    EXPECT_EQ(verify(one(kSecret), kTs, kSignature, Clock{kNow, -1}), "22023");
+    for (const std::string &header :
+         {std::string(), std::string("   "), std::string("\t"), std::string("\r\n"),
+          std::string("g0hM9SsE+OTPJTGt"), kSignature + " garbage", std::string(","),
+          std::string("v1"), std::string("v1,"), std::string("v1,!!!!")})
+        EXPECT_EQ(verify(kTs, header), "invalid_signature") << "header \"" << header << '"';
+    for (const std::string &ts :
+         {std::string(), std::string(" "), std::string("\r\n"), std::string("-1614265330"),
+          std::string("+1614265330"), std::string("1614265330.5"), std::string("1.6e9"),
+          std::string("0x60380f72"), std::string("1614265330 1"),
+          std::string("1234567890123456789")})
+        EXPECT_EQ(verify(ts, kSignature), "invalid_signature") << "timestamp \"" << ts << '"';
+}
+
+// The receiver's own mistakes raise 22023 (with a hint).
+TEST(StandardWebhooks, ReceiverConfigurationRaises22023) {
+    auto verify = [&](std::vector<std::string_view> secrets, Clock clock = kClock) {
+        return sqlstate_of(
+            [&] { verify_standard(secrets, kMsgId, kTs, kPayload, kSignature, clock); });
+    };
+    EXPECT_EQ(verify({}), "22023");
+    EXPECT_EQ(verify(one("whsec_not base64!")), "22023");
+    EXPECT_EQ(verify(one("whsec_")), "22023");
+    EXPECT_EQ(verify(one(kSecret), Clock{kNow, -1}), "22023");
+    try {
+        verify_standard(one(standard_secret_of(1)), kMsgId, kTs, kPayload, kSignature, kClock);
+        FAIL() << "a secret of 1 byte was accepted";
+    } catch (const idem::Error &e) {
+        EXPECT_STREQ(e.what(), "webhook secret 1 is too short for Standard Webhooks");
+        EXPECT_EQ(e.detail(), "It decodes to 1 bytes; the Standard Webhooks specification "
+                              "requires 24 to 64 bytes (192 to 512 bits).");
+        EXPECT_FALSE(e.hint().empty());
+    }
+}
+
+// "Signing secret: Random. At least 24 bytes (192 bits, 512 maximum)" (the specification's
+// table of symmetric signatures), after base64 decoding; the whsec_ prefix is optional, as in
+// the specification's reference libraries.
+TEST(StandardWebhooks, SecretOf24To64Bytes) {
+    auto accepted = [&](const std::string &secret) {
+        return outcome_of([&] {
+            return verify_standard(one(secret), kMsgId, kTs, kPayload, kSignature, kClock);
+        });
+    };
+    EXPECT_EQ(accepted(standard_secret_of(1)), "raised 22023");
+    EXPECT_EQ(accepted(standard_secret_of(16)), "raised 22023");
+    EXPECT_EQ(accepted(standard_secret_of(23)), "raised 22023");
+    EXPECT_EQ(accepted(standard_secret_of(24)), "invalid_signature");
+    EXPECT_EQ(accepted(standard_secret_of(64)), "invalid_signature");
+    EXPECT_EQ(accepted(standard_secret_of(65)), "raised 22023");
+    EXPECT_EQ(accepted(standard_secret_of(24).substr(6)), "invalid_signature"); // no prefix
+    EXPECT_EQ(accepted(kSecret), "valid"); // the specification's example: 24 bytes
+    // signing checks the same
+    EXPECT_EQ(sqlstate_of([&] { sign_standard(standard_secret_of(23), kMsgId, kTs, kPayload); }),
+              "22023");
+    EXPECT_EQ(sqlstate_of([&] { sign_standard(standard_secret_of(24), kMsgId, kTs, kPayload); }),
+              "none");
+}
+
+// A framework may hand a header over with its line's CR LF (or the timestamp with spaces):
+// HTTP whitespace at either end is not part of the value (RFC 9110, section 5.5).
+TEST(StandardWebhooks, HttpWhitespaceAtTheEndsIsIgnored) {
+    for (const std::string ws : {"\r\n", "\n", "\r", " ", "\t", " \r\n"}) {
+        EXPECT_EQ(verify_standard(one(kSecret), kMsgId, kTs, kPayload, kSignature + ws, kClock),
+                  Verdict::Valid);
+        EXPECT_EQ(verify_standard(one(kSecret), kMsgId, kTs, kPayload, ws + kSignature, kClock),
+                  Verdict::Valid);
+        EXPECT_EQ(verify_standard(one(kSecret), kMsgId, kTs + ws, kPayload, kSignature, kClock),
+                  Verdict::Valid);
+    }
+    // the id is signed byte for byte: it is the dedup key, and a replay must not get a new one
+    EXPECT_EQ(verify_standard(one(kSecret), kMsgId + "\r\n", kTs, kPayload, kSignature, kClock),
+              Verdict::InvalidSignature);
+}
+
+TEST(StandardWebhooks, OversizedHeaderIsInvalidSignature) {
+    std::string padded = kSignature + std::string(max_header_bytes - kSignature.size(), ' ');
+    EXPECT_EQ(verify_standard(one(kSecret), kMsgId, kTs, kPayload, padded, kClock), Verdict::Valid);
+    EXPECT_EQ(verify_standard(one(kSecret), kMsgId, kTs, kPayload, padded + " ", kClock),
+              Verdict::InvalidSignature);
+    std::string many = kSignature;
+    while (many.size() <= max_header_bytes)
+        many += " v1,AAAA";
+    EXPECT_EQ(verify_standard(one(kSecret), kMsgId, kTs, kPayload, many, kClock),
+              Verdict::InvalidSignature);
 }
 
 // A misconfigured receiver secret is reported whatever the sender sent: a malformed signature
-// header or timestamp from the sender must not turn it into a plain invalid signature
-// (MalformedHeader, which the SQL layer maps to invalid_signature).
+// header or timestamp from the sender must not turn it into a plain invalid signature.
 TEST(StandardWebhooks, BadSecretIsReportedBeforeTheHeaders) {
-    auto kind = [](const std::string &ts, const std::string &header) {
+    auto kind = [](const std::string &secret, const std::string &ts, const std::string &header) {
         try {
-            verify_standard(one("whsec_not base64!"), kMsgId, ts, kPayload, header, kClock);
-        } catch (const MalformedHeader &) {
-            return std::string("malformed header");
+            return std::string(
+                verdict_name(verify_standard(one(secret), kMsgId, ts, kPayload, header, kClock)));
         } catch (const idem::Error &e) {
             return std::string(e.sqlstate()) + " " + e.what();
         }
-        return std::string("none");
     };
     const std::string bad_secret = "22023 webhook secret 1 is not a valid Standard Webhooks secret";
-    EXPECT_EQ(kind(kTs, kSignature), bad_secret);
-    EXPECT_EQ(kind(kTs, "garbage"), bad_secret);
-    EXPECT_EQ(kind(kTs, ""), bad_secret);
-    EXPECT_EQ(kind("not-a-timestamp", kSignature), bad_secret);
+    EXPECT_EQ(kind("whsec_not base64!", kTs, kSignature), bad_secret);
+    EXPECT_EQ(kind("whsec_not base64!", kTs, "garbage"), bad_secret);
+    EXPECT_EQ(kind("whsec_not base64!", kTs, ""), bad_secret);
+    EXPECT_EQ(kind("whsec_not base64!", "not-a-timestamp", kSignature), bad_secret);
+    const std::string short_secret = "22023 webhook secret 1 is too short for Standard Webhooks";
+    EXPECT_EQ(kind(standard_secret_of(1), kTs, "garbage"), short_secret);
+    EXPECT_EQ(kind(standard_secret_of(1), "not-a-timestamp", kSignature), short_secret);
 }
 
 TEST(StandardWebhooks, ErrorsNeverContainTheSecret) {
@@ -249,8 +340,8 @@ TEST(Stripe, SeveralV1AndOtherSchemes) {
 
 TEST(Stripe, KeyRotation) {
     std::string payload = "{\"id\":\"evt_rot\"}";
-    std::string old_secret = "whsec_old";
-    std::string new_secret = "whsec_new";
+    std::string old_secret = "whsec_old_0123456789abcdefghijklmnop";
+    std::string new_secret = "whsec_new_0123456789abcdefghijklmnop";
     Clock clock{INT64_C(1700000000) * 1000000, kTolerance};
     std::vector<std::string_view> both{old_secret, new_secret};
     EXPECT_EQ(verify_stripe(both, sign_stripe(new_secret, 1700000000, payload), payload, clock),
@@ -275,19 +366,163 @@ TEST(Stripe, Tolerance) {
     EXPECT_EQ(at(1699999699), Verdict::StaleTimestamp);
 }
 
-TEST(Stripe, MalformedHeaderRaises22023) {
+// What the sender controls never throws (issue 18; these raised 22023 before).
+TEST(Stripe, MalformedHeaderIsInvalidSignature) {
     Clock clock{INT64_C(1700000000) * 1000000, kTolerance};
-    auto verify = [&](std::string header, std::string secret = kStripeSecret) {
-        return sqlstate_of([&] { verify_stripe(one(secret), header, "{}", clock); });
+    auto verify = [&](std::string header) {
+        return outcome_of([&] { return verify_stripe(one(kStripeSecret), header, "{}", clock); });
     };
     std::string v1 = "v1=" + std::string(64, 'a');
-    EXPECT_EQ(verify(""), "22023");
-    EXPECT_EQ(verify(v1), "22023");                                // no t=
-    EXPECT_EQ(verify("t=1700000000,t=1700000001," + v1), "22023"); // two t=
-    EXPECT_EQ(verify("t=abc," + v1), "22023");
-    EXPECT_EQ(verify("t=," + v1), "22023");
-    EXPECT_EQ(verify("t=1700000000," + v1 + ",junk"), "22023");
-    EXPECT_EQ(verify("t=1700000000,,"), "22023");
-    EXPECT_EQ(verify("t=1700000000," + v1, ""), "22023");
-    EXPECT_EQ(sqlstate_of([&] { verify_stripe({}, "t=1," + v1, "{}", clock); }), "22023");
+    for (const std::string &header :
+         {std::string(), std::string(" "), std::string("\r\n"), v1,
+          "t=1700000000,t=1700000001," + v1, "t=abc," + v1, "t=," + v1, "t=-1," + v1,
+          "t=1700000000000000000," + v1, "t=1700000000," + v1 + ",junk",
+          std::string("t=1700000000,,"), std::string(",,,"), std::string("garbage"),
+          "T=1700000000," + v1, "t = 1700000000," + v1})
+        EXPECT_EQ(verify(header), "invalid_signature") << "header \"" << header << '"';
+}
+
+// The receiver's own mistakes raise 22023 with a hint: no secrets, an empty secret, or one of
+// fewer than 32 bytes (RFC 2104, section 3: a key shorter than the 32-byte output of SHA-256
+// "is strongly discouraged"), in verifying and in signing.
+TEST(Stripe, SecretOfAtLeast32Bytes) {
+    Clock clock{INT64_C(1700000000) * 1000000, kTolerance};
+    auto accepted = [&](const std::string &secret, const std::string &header) {
+        return outcome_of([&] { return verify_stripe(one(secret), header, "{}", clock); });
+    };
+    std::string v1 = "t=1700000000,v1=" + std::string(64, 'a');
+    EXPECT_EQ(accepted("", v1), "raised 22023");
+    EXPECT_EQ(accepted("s", v1), "raised 22023");
+    EXPECT_EQ(accepted("whsec_test", v1), "raised 22023");
+    EXPECT_EQ(accepted(std::string(31, 'k'), v1), "raised 22023");
+    EXPECT_EQ(accepted(std::string(31, 'k'), "garbage"), "raised 22023"); // before the header
+    EXPECT_EQ(accepted(std::string(32, 'k'), v1), "invalid_signature");
+    EXPECT_EQ(accepted(std::string(32, 'k'), sign_stripe(std::string(32, 'k'), 1700000000, "{}")),
+              "valid");
+    EXPECT_EQ(sqlstate_of([&] { verify_stripe({}, v1, "{}", clock); }), "22023");
+    EXPECT_EQ(sqlstate_of([&] { sign_stripe("whsec_test", 1700000000, "{}"); }), "22023");
+    try {
+        verify_stripe(one("whsec_test"), v1, "{}", clock);
+        FAIL() << "a secret of 10 bytes was accepted";
+    } catch (const idem::Error &e) {
+        EXPECT_STREQ(e.what(), "webhook secret 1 is too short for a Stripe-style signature");
+        EXPECT_EQ(e.detail(), "It has 10 bytes; the HMAC-SHA256 key must have at least 32 bytes "
+                              "(RFC 2104: shorter keys weaken HMAC).");
+        EXPECT_FALSE(e.hint().empty());
+        std::string all = std::string(e.what()) + e.detail() + e.hint();
+        EXPECT_EQ(all.find("whsec_test"), std::string::npos) << all;
+    }
+}
+
+// Stripe's libraries hand the header to the parser as the framework gives it; HTTP whitespace
+// (the line's CR LF, spaces) at the ends and around items is not part of any value.
+TEST(Stripe, HttpWhitespaceIsIgnored) {
+    std::string payload = "{}";
+    std::string header = sign_stripe(kStripeSecret, 1700000000, payload);
+    Clock clock{INT64_C(1700000000) * 1000000, kTolerance};
+    for (const std::string ws : {"\r\n", "\n", "\r", " ", "\t", " \r\n"}) {
+        EXPECT_EQ(verify_stripe(one(kStripeSecret), header + ws, payload, clock), Verdict::Valid);
+        EXPECT_EQ(verify_stripe(one(kStripeSecret), ws + header, payload, clock), Verdict::Valid);
+        std::string spread = header;
+        spread.insert(header.find(',') + 1, ws);
+        EXPECT_EQ(verify_stripe(one(kStripeSecret), spread, payload, clock), Verdict::Valid);
+    }
+    // a v1 item that gets the CR LF as the last item, and the t item as the last one
+    std::string v1 = header.substr(header.find("v1="));
+    EXPECT_EQ(verify_stripe(one(kStripeSecret), v1 + ",t=1700000000\r\n", payload, clock),
+              Verdict::Valid);
+}
+
+TEST(Stripe, OversizedHeaderIsInvalidSignature) {
+    std::string payload = "{}";
+    std::string header = sign_stripe(kStripeSecret, 1700000000, payload);
+    Clock clock{INT64_C(1700000000) * 1000000, kTolerance};
+    std::string padded = header + std::string(max_header_bytes - header.size(), ' ');
+    EXPECT_EQ(verify_stripe(one(kStripeSecret), padded, payload, clock), Verdict::Valid);
+    EXPECT_EQ(verify_stripe(one(kStripeSecret), padded + " ", payload, clock),
+              Verdict::InvalidSignature);
+}
+
+// A field the request did not carry (SQL NULL) is an invalid signature, also an empty body's
+// absence; the receiver's secrets are still checked first.
+TEST(Webhooks, MissingSenderFieldIsInvalidSignature) {
+    EXPECT_EQ(verify_standard(one(kSecret), std::nullopt, kTs, kPayload, kSignature, kClock),
+              Verdict::InvalidSignature);
+    EXPECT_EQ(verify_standard(one(kSecret), kMsgId, std::nullopt, kPayload, kSignature, kClock),
+              Verdict::InvalidSignature);
+    EXPECT_EQ(verify_standard(one(kSecret), kMsgId, kTs, std::nullopt, kSignature, kClock),
+              Verdict::InvalidSignature);
+    EXPECT_EQ(verify_standard(one(kSecret), kMsgId, kTs, kPayload, std::nullopt, kClock),
+              Verdict::InvalidSignature);
+    Clock clock{INT64_C(1700000000) * 1000000, kTolerance};
+    std::string header = sign_stripe(kStripeSecret, 1700000000, "");
+    EXPECT_EQ(verify_stripe(one(kStripeSecret), header, "", clock), Verdict::Valid);
+    EXPECT_EQ(verify_stripe(one(kStripeSecret), header, std::nullopt, clock),
+              Verdict::InvalidSignature);
+    EXPECT_EQ(verify_stripe(one(kStripeSecret), std::nullopt, "", clock),
+              Verdict::InvalidSignature);
+    // nothing from the sender at all: the receiver's mistakes still raise
+    EXPECT_EQ(sqlstate_of([&] {
+                  verify_standard(one(standard_secret_of(1)), std::nullopt, std::nullopt,
+                                  std::nullopt, std::nullopt, kClock);
+              }),
+              "22023");
+    EXPECT_EQ(
+        sqlstate_of([&] { verify_stripe(one("whsec_test"), std::nullopt, std::nullopt, clock); }),
+        "22023");
+    EXPECT_EQ(sqlstate_of([&] {
+                  verify_stripe(one(kStripeSecret), std::nullopt, std::nullopt,
+                                Clock{clock.now_usec, -1});
+              }),
+              "22023");
+}
+
+TEST(Webhooks, TrimHttpWhitespace) {
+    EXPECT_EQ(trim_http_whitespace(" \t\r\nt=1, v1=ab \r\n"), "t=1, v1=ab");
+    EXPECT_EQ(trim_http_whitespace("\r\n"), "");
+    EXPECT_EQ(trim_http_whitespace(""), "");
+    EXPECT_EQ(trim_http_whitespace("a\r\nb"), "a\r\nb");
+    EXPECT_EQ(trim_http_whitespace(std::string_view("\0a\0", 3)), std::string_view("\0a\0", 3));
+}
+
+TEST(Webhooks, ParseTimestamp) {
+    int64_t ts = -7;
+    EXPECT_TRUE(parse_timestamp("0", ts));
+    EXPECT_EQ(ts, 0);
+    EXPECT_TRUE(parse_timestamp("999999999999999999", ts));
+    EXPECT_EQ(ts, INT64_C(999999999999999999));
+    ts = -7;
+    for (const char *bad : {"", " 1", "1 ", "-1", "+1", "1.5", "1e9", "0x1", "1234567890123456789"})
+        EXPECT_FALSE(parse_timestamp(bad, ts)) << bad;
+    EXPECT_EQ(ts, -7);
+}
+
+// Random sender input (headers, timestamps, ids and bodies built from the characters the parsers
+// split on, plus CR, LF, NUL and high bytes) never throws and never verifies.
+TEST(Webhooks, RandomSenderInputNeverThrows) {
+    std::mt19937 rng(18);
+    const std::string alphabet =
+        std::string("v1a,t= \t\r\n.0123456789abcdefAZ+/=_-") + std::string("\0\x80\xff", 3);
+    auto random_text = [&](size_t max_len) {
+        std::string s(rng() % (max_len + 1), ' ');
+        for (char &c : s)
+            c = alphabet[rng() % alphabet.size()];
+        return s;
+    };
+    Clock stripe_clock{INT64_C(1700000000) * 1000000, kTolerance};
+    for (int i = 0; i < 20000; i++) {
+        std::string header = random_text(i % 10 == 0 ? 400 : 80);
+        std::string ts = i % 3 == 0 ? kTs : random_text(20);
+        std::string id = random_text(30);
+        std::string body = random_text(30);
+        EXPECT_EQ(
+            outcome_of([&] { return verify_standard(one(kSecret), id, ts, body, header, kClock); }),
+            "invalid_signature")
+            << "header \"" << header << "\" timestamp \"" << ts << '"';
+        EXPECT_EQ(outcome_of([&] {
+                      return verify_stripe(one(kStripeSecret), header, body, stripe_clock);
+                  }),
+                  "invalid_signature")
+            << "header \"" << header << '"';
+    }
 }
