@@ -15,6 +15,9 @@ extern "C" {
 #include "executor/executor.h"
 #include "nodes/makefuncs.h"
 #include "storage/lmgr.h"
+#include "access/relscan.h"
+#include "access/skey.h"
+#include "utils/snapmgr.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -227,17 +230,98 @@ bool citus_table(Oid relid) {
     return found;
 }
 
+namespace {
+
+// The values of the primary key's columns, from the row in shape order (plain_columns made sure
+// that every column of the table is one of the shape's).
+void key_values(const Table &t, const IndexInfo *info, const Datum *values, Datum *key) {
+    for (int k = 0; k < info->ii_NumIndexKeyAttrs; k++) {
+        int c = 0;
+        while (t.att[c] != info->ii_IndexAttrNumbers[k])
+            c++;
+        key[k] = values[c];
+    }
+}
+
+// Looks the key up as the executor's arbiter check does, through the primary key with a dirty
+// snapshot: waits for a transaction that is inserting, changing or deleting its row, then looks
+// again. True with the row's latest committed version (or this transaction's own) in found.
+bool find_key(Relation rel, Relation pk, const IndexInfo *info, const Datum *key,
+              TupleTableSlot *found) {
+    int n = info->ii_NumIndexKeyAttrs;
+    ScanKeyData keys[INDEX_MAX_KEYS];
+    for (int k = 0; k < n; k++)
+        ScanKeyEntryInitialize(&keys[k], 0, k + 1, info->ii_UniqueStrats[k], InvalidOid,
+                               pk->rd_indcollation[k], info->ii_UniqueProcs[k], key[k]);
+    SnapshotData dirty;
+    InitDirtySnapshot(dirty);
+    for (;;) {
+        IndexScanDesc scan = compat::begin_index_scan(rel, pk, &dirty, n);
+        index_rescan(scan, keys, n, nullptr, 0);
+        bool got = index_getnext_slot(scan, ForwardScanDirection, found);
+        index_endscan(scan);
+        if (!got)
+            return false;
+        TransactionId xwait = TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
+        if (!TransactionIdIsValid(xwait))
+            return true;
+        if (dirty.speculativeToken != 0)
+            SpeculativeInsertionWait(dirty.xmin, dirty.speculativeToken);
+        else
+            XactLockTableWait(xwait, rel, &found->tts_tid, XLTW_InsertIndex);
+    }
+}
+
+// Inserts the row with a speculative token, its index entries, and confirms it; false (the row
+// killed) when a concurrent insert of the same key won the race in between.
+bool insert_row(Table *t, Relation rel, const Datum *values, const bool *nulls) {
+    const Table &r = *t;
+    EState *estate = CreateExecutorState();
+    MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
+    ResultRelInfo *rri = makeNode(ResultRelInfo);
+    InitResultRelInfo(rri, rel, 1, nullptr, 0);
+    open_indexes(rri, *t, values, nulls);
+    TupleTableSlot *slot = table_slot_create(rel, nullptr);
+    ExecClearTuple(slot);
+    for (int i = 0; i < slot->tts_tupleDescriptor->natts; i++)
+        slot->tts_isnull[i] = true;
+    for (int c = 0; c < r.shape->ncolumns; c++) {
+        slot->tts_values[r.att[c] - 1] = values[c];
+        slot->tts_isnull[r.att[c] - 1] = nulls[c];
+    }
+    ExecStoreVirtualTuple(slot);
+    estate->es_output_cid = GetCurrentCommandId(true);
+    List *arbiters = list_make1_oid(r.indexes[0]);
+    uint32 token = SpeculativeInsertionLockAcquire(GetCurrentTransactionId());
+    table_tuple_insert_speculative(rel, slot, estate->es_output_cid, 0, nullptr, token);
+    bool spec_conflict = false;
+    List *recheck =
+        compat::insert_speculative_index_entries(rri, slot, estate, &spec_conflict, arbiters);
+    table_tuple_complete_speculative(rel, slot, token, !spec_conflict);
+    SpeculativeInsertionLockRelease(GetCurrentTransactionId());
+    list_free(recheck);
+    ExecDropSingleTupleTableSlot(slot);
+    ExecCloseIndices(rri);
+    MemoryContextSwitchTo(old);
+    FreeExecutorState(estate);
+    return !spec_conflict;
+}
+
+} // namespace
+
 // (direct_access.hpp) The speculative insertion of nodeModifyTable.c's ExecInsert for ON
-// CONFLICT DO NOTHING: check the arbiter index (waiting for in-progress transactions), insert the
-// heap tuple with a speculative token, insert its index entries, and confirm it, or kill it and
-// start over when a concurrent insert of the same key won the race in between.
+// CONFLICT DO NOTHING: look the key up (waiting for in-progress transactions), insert the heap
+// tuple with a speculative token, insert its index entries, and confirm it, or kill it and start
+// over when a concurrent insert of the same key won the race in between. The lookup is this
+// file's own (find_key) rather than ExecCheckIndexConstraints, so that a key that exists costs
+// one index descent and no executor state, and the reader gets the version it found.
 InsertResult insert(Table *t, const char *caller, const Datum *values, const bool *nulls,
                     ConflictReader read, void *read_arg) {
     PreventCommandIfReadOnly(caller);
     PreventCommandIfParallelMode(caller);
     PreventCommandDuringRecovery(caller);
     // As SPI before each statement: what this statement wrote so far (a CTE, an earlier call in
-    // the same statement) is visible to the check and the read.
+    // the same statement) is visible to the lookup and the read.
     CommandCounterIncrement();
     Oid relid = resolve(t).relid;
     Relation rel = table_open(relid, RowExclusiveLock);
@@ -254,50 +338,21 @@ InsertResult insert(Table *t, const char *caller, const Datum *values, const boo
         table_close(rel, NoLock);
         return InsertResult::Unusable;
     }
-    Oid pkey = compat::primary_key_index(rel);
-    EState *estate = CreateExecutorState();
-    MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
-    ResultRelInfo *rri = makeNode(ResultRelInfo);
-    InitResultRelInfo(rri, rel, 1, nullptr, 0);
-    open_indexes(rri, *t, values, nulls);
-    TupleTableSlot *slot = table_slot_create(rel, nullptr);
-    ExecClearTuple(slot);
-    for (int i = 0; i < slot->tts_tupleDescriptor->natts; i++)
-        slot->tts_isnull[i] = true;
-    for (int c = 0; c < r.shape->ncolumns; c++) {
-        slot->tts_values[r.att[c] - 1] = values[c];
-        slot->tts_isnull[r.att[c] - 1] = nulls[c];
-    }
-    ExecStoreVirtualTuple(slot);
-
-    estate->es_output_cid = GetCurrentCommandId(true);
-    List *arbiters = list_make1_oid(pkey);
-    InsertResult result;
-    ItemPointerData conflict;
-    for (;;) {
-        if (!compat::check_arbiters(rri, slot, estate, &conflict, arbiters)) {
-            result = InsertResult::Exists;
-            if (read != nullptr && read(rel, &conflict, slot, read_arg))
-                result = InsertResult::Read;
-            break;
-        }
-        uint32 token = SpeculativeInsertionLockAcquire(GetCurrentTransactionId());
-        table_tuple_insert_speculative(rel, slot, estate->es_output_cid, 0, nullptr, token);
-        bool spec_conflict = false;
-        List *recheck =
-            compat::insert_speculative_index_entries(rri, slot, estate, &spec_conflict, arbiters);
-        table_tuple_complete_speculative(rel, slot, token, !spec_conflict);
-        SpeculativeInsertionLockRelease(GetCurrentTransactionId());
-        list_free(recheck);
-        if (!spec_conflict) {
+    Relation pk = index_open(r.indexes[0], RowExclusiveLock);
+    const IndexInfo *pk_info = index_info(*t, 0, pk);
+    Datum key[INDEX_MAX_KEYS];
+    key_values(r, pk_info, values, key);
+    TupleTableSlot *found = table_slot_create(rel, nullptr);
+    InsertResult result = InsertResult::Exists;
+    while (!find_key(rel, pk, pk_info, key, found))
+        if (insert_row(t, rel, values, nulls)) {
             result = InsertResult::Inserted;
             break;
         }
-    }
-    ExecDropSingleTupleTableSlot(slot);
-    ExecCloseIndices(rri);
-    MemoryContextSwitchTo(old);
-    FreeExecutorState(estate);
+    if (result == InsertResult::Exists && read != nullptr && read(rel, found, read_arg))
+        result = InsertResult::Read;
+    ExecDropSingleTupleTableSlot(found);
+    index_close(pk, NoLock);
     table_close(rel, NoLock);
     return result;
 }

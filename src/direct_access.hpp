@@ -60,8 +60,9 @@ enum class InsertResult {
     Unusable  // the table has triggers, rules, row security or another shape: use SQL instead
 };
 
-// Reads the conflicting row version at tid (slot is the table's); false when it cannot.
-using ConflictReader = bool (*)(Relation rel, ItemPointer tid, TupleTableSlot *slot, void *arg);
+// Reads the row found for the key: found holds its latest committed version (or this
+// transaction's own); false when the reader does not take it.
+using ConflictReader = bool (*)(Relation rel, TupleTableSlot *found, void *arg);
 
 // The table resolved (once per backend, again after an invalidation); raises when it is missing.
 const Table &resolve(Table *t);
@@ -73,9 +74,9 @@ bool citus_table(Oid relid);
 
 // INSERT ... ON CONFLICT (primary key) DO NOTHING of one row (values and nulls in the shape's
 // column order). Like the statement, it waits for a transaction that is inserting or changing
-// the key's row and then decides on the committed outcome; on a conflict it calls read (when
-// given) with the conflicting version. caller names the SQL function in errors (25006 in a
-// read-only transaction or during recovery).
+// the key's row and then decides on the committed outcome; when the key has a row it calls read
+// (when given) with that row's latest committed version. caller names the SQL function in errors
+// (25006 in a read-only transaction or during recovery).
 InsertResult insert(Table *t, const char *caller, const Datum *values, const bool *nulls,
                     ConflictReader read, void *read_arg);
 

@@ -5,6 +5,7 @@
 extern "C" {
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "executor/executor.h"
 #include "nodes/execnodes.h"
 #include "nodes/pg_list.h"
@@ -33,18 +34,13 @@ inline Oid primary_key_index(Relation rel) {
 #endif
 }
 
-// The pre-check of a speculative insertion against the arbiter indexes: false, with the
-// conflicting tuple in *conflict, when a committed row holds the key. 18 added the tuple being
-// replaced (for WITHOUT OVERLAPS); an insert replaces none and passes an invalid one, as
-// ExecInsert does.
-inline bool check_arbiters(ResultRelInfo *rri, TupleTableSlot *slot, EState *estate,
-                           ItemPointer conflict, List *arbiters) {
+// An index scan of nkeys keys without ORDER BY operators. 18 added the instrumentation of
+// EXPLAIN ANALYZE (none here).
+inline IndexScanDesc begin_index_scan(Relation heap, Relation index, Snapshot snapshot, int nkeys) {
 #if PG_VERSION_NUM >= 180000
-    ItemPointerData none;
-    ItemPointerSetInvalid(&none);
-    return ExecCheckIndexConstraints(rri, slot, estate, conflict, &none, arbiters);
+    return index_beginscan(heap, index, snapshot, nullptr, nkeys, 0);
 #else
-    return ExecCheckIndexConstraints(rri, slot, estate, conflict, arbiters);
+    return index_beginscan(heap, index, snapshot, nkeys, 0);
 #endif
 }
 

@@ -65,11 +65,8 @@ Datum copied(TupleTableSlot *slot, AttrNumber att, MemoryContext cxt, bool *isnu
     return d;
 }
 
-// Reads the record version at tid into *out when snapshot sees it.
-bool fetch_version(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTableSlot *slot,
-                   MemoryContext cxt, StoredRecord *out) {
-    if (!table_tuple_fetch_row_version(rel, tid, snapshot, slot))
-        return false;
+// Reads the record in slot into *out, varlena values copied into cxt.
+void fill_record(TupleTableSlot *slot, MemoryContext cxt, StoredRecord *out) {
     const direct::Table &r = records;
     bool isnull;
     text *status = DatumGetTextPP(slot_getattr(slot, r.att[A_STATUS], &isnull));
@@ -84,18 +81,6 @@ bool fetch_version(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTableS
     out->lease_expires_at =
         DatumGetTimestampTz(slot_getattr(slot, r.att[A_LEASE_EXPIRES], &out->lease_null));
     out->expires_at = DatumGetTimestampTz(slot_getattr(slot, r.att[A_EXPIRES], &isnull));
-    return true;
-}
-
-// Reads the version at tid that the index check found: the latest committed one, since the
-// check waited for any transaction changing it. The statement's snapshot sees it unless it
-// committed after the statement began; then a new snapshot (READ COMMITTED) does, unless it was
-// changed once more in between (false: try again).
-bool read_version(Relation rel, ItemPointer tid, TupleTableSlot *slot, MemoryContext cxt,
-                  StoredRecord *out) {
-    if (ActiveSnapshotSet() && fetch_version(rel, tid, GetActiveSnapshot(), slot, cxt, out))
-        return true;
-    return fetch_version(rel, tid, GetTransactionSnapshot(), slot, cxt, out);
 }
 
 // What insert_new's reader needs: the memory context for the copies and the record to fill.
@@ -104,9 +89,11 @@ struct ReadArgs {
     StoredRecord *out;
 };
 
-bool read_conflict(Relation rel, ItemPointer tid, TupleTableSlot *slot, void *arg) {
+// The reader of insert_new: the latest committed version of the record, as found.
+bool read_conflict(Relation, TupleTableSlot *found, void *arg) {
     auto *a = static_cast<ReadArgs *>(arg);
-    return read_version(rel, tid, slot, a->cxt, a->out);
+    fill_record(found, a->cxt, a->out);
+    return true;
 }
 
 } // namespace

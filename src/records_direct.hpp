@@ -38,9 +38,8 @@ using direct::InsertResult;
 // INSERT ... ON CONFLICT (scope, key) DO NOTHING of rec. Like the statement, it waits for a
 // transaction that is inserting or changing the key's record and then decides on the committed
 // outcome. When the key exists and read is true (READ COMMITTED), reads the record's latest
-// version into *out, varlena values copied into cxt: Read, or Exists when that version changed
-// again before it could be read (try again). Raises 25006 in a read-only transaction or during
-// recovery.
+// committed version into *out, varlena values copied into cxt: Read; with read false, Exists.
+// Raises 25006 in a read-only transaction or during recovery.
 InsertResult insert_new(const NewRecord &rec, bool read, MemoryContext cxt, StoredRecord *out);
 
 } // namespace idem::pg
