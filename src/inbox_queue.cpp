@@ -20,14 +20,16 @@ constexpr int MAX_BATCH = 10000;
 const char *const SQL_GET = "SELECT " EVENT_COLUMNS " FROM idempotency.inbox i" WHERE_EVENT;
 
 // Leases a batch: queued events and leased events whose lease has expired, oldest first. The
-// batch is picked into an array (an InitPlan) and updated by primary key, so that the one
-// generic plan kept for it (see idem_inbox_next) walks the queue index and then the key, whatever
-// LIMIT $3 is.
+// batch is picked into an array of row addresses (an InitPlan; the rows stay locked, so their
+// addresses hold) and updated by them, so that the one generic plan kept for it (see
+// idem_inbox_next) walks the queue index and then fetches the rows, whatever LIMIT $3 is and
+// however small the table was when it was planned (a key lookup by event id got a sequential
+// scan of a small inbox, and kept it while the queue churned).
 const char *const SQL_NEXT =
     "WITH taken AS (UPDATE idempotency.inbox AS i SET status = 'processing', "
     "attempt = i.attempt OPERATOR(pg_catalog.+) 1, lease_expires_at = $4, updated_at = $2 "
-    "WHERE i.consumer OPERATOR(pg_catalog.=) $1 AND i.event_id OPERATOR(pg_catalog.=) ANY "
-    "(ARRAY(SELECT s.event_id FROM idempotency.inbox s "
+    "WHERE i.consumer OPERATOR(pg_catalog.=) $1 AND i.ctid OPERATOR(pg_catalog.=) ANY "
+    "(ARRAY(SELECT s.ctid FROM idempotency.inbox s "
     "WHERE s.consumer OPERATOR(pg_catalog.=) $1 "
     "AND s.status OPERATOR(pg_catalog.=) ANY ('{received,processing}'::pg_catalog.text[]) "
     "AND (s.status OPERATOR(pg_catalog.=) 'received' "
@@ -151,10 +153,10 @@ IDEM_PG_FUNCTION(idem_inbox_next) {
 
     idem::pg::SavedUser su;
     idem::pg::enter(&su);
-    // One generic plan (the queue index in its order, then the primary key): custom plans, which
-    // the plan cache would keep choosing for LIMIT $3, cost a planning per call (issue 18: 650k
-    // of 1.2M instructions).
-    saved_plan(&plan_next, SQL_NEXT, 4, NEXT_TYPES, CURSOR_OPT_GENERIC_PLAN);
+    // One generic plan (the queue index in its order, then the rows by address): custom plans,
+    // which the plan cache would keep choosing for LIMIT $3, cost a planning per call (issue 18:
+    // 650k of 1.2M instructions).
+    saved_plan(&plan_next, SQL_NEXT, 4, NEXT_TYPES);
     Datum v[4] = {consumer, TimestampTzGetDatum(now), Int64GetDatum(batch),
                   TimestampTzGetDatum(lease_expires)};
     uint64 n = exec(plan_next, v, nullptr, false, 0);

@@ -128,7 +128,7 @@ IDEM_PG_FUNCTION(idem_purge_batch) {
         MemoryContext outer = CurrentMemoryContext;
         idem::pg::SavedUser su;
         idem::pg::enter(&su);
-        saved_plan(&t->plan, t->sql, 5, PURGE_TYPES);
+        saved_plan(&t->plan, t->sql, 5, PURGE_TYPES, 0); // the batch size decides the plan
         Datum v[5] = {PointerGetDatum(after), TimestampTzGetDatum(now), Int32GetDatum(batch_size),
                       BoolGetDatum(include_stuck), TimestampTzGetDatum(stuck_before)};
         exec(t->plan, v, nullptr, false, 1);

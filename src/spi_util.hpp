@@ -13,11 +13,13 @@ namespace idem::pg {
 // Prepares sql once per backend and keeps the plan (SPI_prepare + SPI_keepplan). Must be
 // called while connected to SPI. The text must be a constant with every name schema-qualified.
 // An error while preparing is raised without the statement text (as for exec).
-// cursor_options: e.g. CURSOR_OPT_GENERIC_PLAN for a statement whose custom plans the plan cache
-// would otherwise keep choosing (a LIMIT $n makes every custom plan look cheaper), planning it
-// anew on every execution.
+// cursor_options: CURSOR_OPT_GENERIC_PLAN by default, one plan for every execution: the plan
+// cache would otherwise keep choosing custom plans for statements whose parameters fold into
+// cheaper-looking estimates (a LIMIT $n; timestamp arithmetic on $n), and plan them anew on
+// every call (issue 18: idem_inbox_done and idem_inbox_next did). 0 lets the plan cache choose,
+// for a statement whose best plan depends on its parameters.
 SPIPlanPtr saved_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes,
-                      int cursor_options = 0);
+                      int cursor_options = CURSOR_OPT_GENERIC_PLAN);
 
 // Schema "idempotency"; raises 3F000 (with a hint) when the extension is not installed here.
 Oid extension_schema();
