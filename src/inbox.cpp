@@ -379,3 +379,8 @@ IDEM_PG_FUNCTION(idem_inbox_receive) {
                                        "idempotency.inbox_ttl");
     PG_RETURN_TEXT_P(cstring_to_text(receive(&a)));
 }
+
+// (inbox.hpp) Read on every call, as the direct insert reads it.
+bool idem::pg::inbox::inbox_on_citus() {
+    return idem::pg::direct::citus_table(idem::pg::direct::resolve(&inbox_table).relid);
+}

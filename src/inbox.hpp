@@ -52,6 +52,9 @@ char status_char(int attno);
 // Advances the ordering guard of (consumer, entity_key) to seq; false when the event is stale.
 bool entity_apply(Datum consumer, Datum entity_key, int64 seq, Datum event_id, TimestampTz now);
 
+// True when idempotency.inbox is a Citus table (src/direct_access.hpp, citus_table).
+bool inbox_on_citus();
+
 // Marks the event stale (a newer event of its entity was applied).
 void mark_stale(Datum consumer, Datum event_id, TimestampTz now);
 
