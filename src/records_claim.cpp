@@ -227,7 +227,7 @@ idem::RecordState record_state(const idem::pg::StoredRecord &rec) {
 
 // The insert through the access methods: Done (claimed), Found (READ COMMITTED: the insert
 // waited for any transaction that was inserting or changing the record and read its latest
-// committed version), Again, or Next (decide through SQL).
+// committed version), or Next (decide through SQL).
 Step insert_direct(Claim *c, idem::pg::StoredRecord *rec, bool *inserted) {
     idem::pg::NewRecord nr{c->keyv[0],      c->keyv[1], c->fp_null,
                            c->fingerprint,  c->now,     c->times.lease_expires,
@@ -239,10 +239,9 @@ Step insert_direct(Claim *c, idem::pg::StoredRecord *rec, bool *inserted) {
     case idem::pg::InsertResult::Read:
         return Step::Found;
     case idem::pg::InsertResult::Exists:
-        // REPEATABLE READ / SERIALIZABLE decide through SQL below (40001 when the record is
-        // newer than the transaction's snapshot, FOR KEY SHARE); READ COMMITTED found the
-        // record changed again before it could read it.
-        return c->snapshot_xact ? Step::Next : Step::Again;
+        // Only without a reader: REPEATABLE READ / SERIALIZABLE decide through SQL below (40001
+        // when the record is newer than the transaction's snapshot, FOR KEY SHARE).
+        return Step::Next;
     case idem::pg::InsertResult::Unusable:
         // Said at DEBUG1 so that a test can tell the direct path ran (sql/records.sql).
         ereport(DEBUG1, (errmsg_internal("idem_claim takes the SQL path: idempotency.records is "

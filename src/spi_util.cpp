@@ -18,6 +18,7 @@ extern "C" {
 #include "lib/stringinfo.h"
 #include "utils/memutils.h"
 #include "utils/inval.h"
+#include "utils/guc.h"
 #include "utils/plancache.h"
 #include "utils/syscache.h"
 #include "utils/typcache.h"
@@ -167,8 +168,33 @@ void leave(const SavedUser *saved) {
 
 // SPI_execute_plan with an error check; an error inside the statement is raised without the
 // statement's text.
+// True when the generic plan of a statement saved by saved_plan must be made (again) by this
+// execution: first use, or an invalidation (ANALYZE, DDL) since. Pending invalidations are taken
+// first, as the execution's own locking would.
+static bool needs_planning(SPIPlanPtr plan) {
+    AcceptInvalidationMessages();
+    ListCell *lc;
+    foreach (lc, SPI_plan_get_plan_sources(plan)) {
+        auto *src = static_cast<CachedPlanSource *>(lfirst(lc));
+        if ((src->cursor_options & CURSOR_OPT_GENERIC_PLAN) &&
+            (!src->is_valid || src->gplan == nullptr || !src->gplan->is_valid))
+            return true;
+    }
+    return false;
+}
+
 uint64 exec(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only, long tcount) {
     MemoryContext cxt = CurrentMemoryContext;
+    // A generic plan is kept until the next invalidation, whatever the table grows to meanwhile:
+    // it is made without sequential scans, which a small table would get and keep (issue 18: a
+    // queue's inbox churned from 200 to 10,000 rows under a sequential-scan plan). The setting
+    // is undone after the statement, or by the (sub)transaction abort on an error.
+    int nest = -1;
+    if (needs_planning(plan)) {
+        nest = NewGUCNestLevel();
+        (void)set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
+                                GUC_ACTION_SAVE, true, 0, false);
+    }
     volatile int rc = 0;
     PG_TRY();
     {
@@ -181,6 +207,8 @@ uint64 exec(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only, l
         rethrow_without_statement(cxt, plan_text(plan));
     }
     PG_END_TRY();
+    if (nest >= 0)
+        AtEOXact_GUC(true, nest);
     if (rc < 0)
         elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
     return SPI_processed;
