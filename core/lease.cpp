@@ -147,4 +147,22 @@ const char *outcome_name(ClaimDecision d) {
     return "claimed";
 }
 
+// Exponential backoff with equal jitter, overflow-free (the doubling stops at the cap).
+int64_t retry_delay_usec(int32_t attempt, int64_t base_usec, int64_t cap_usec,
+                         uint64_t random) noexcept {
+    if (base_usec <= 0 || cap_usec <= 0)
+        return 0;
+    int64_t d = base_usec < cap_usec ? base_usec : cap_usec;
+    for (int32_t n = 1; n < attempt && d < cap_usec; n++)
+        d = d > cap_usec / 2 ? cap_usec : d * 2;
+    int64_t fixed = d / 2;
+    uint64_t span = static_cast<uint64_t>(d - fixed) + 1; // the jitter: 0 .. d - fixed
+    return fixed + static_cast<int64_t>(random % span);
+}
+
+// Retryable and below the attempt budget (0: none).
+bool retry_allowed(bool retryable, int32_t attempts, int32_t max_attempts) noexcept {
+    return retryable && (max_attempts == 0 || attempts < max_attempts);
+}
+
 } // namespace idem

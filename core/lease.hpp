@@ -74,4 +74,16 @@ ClaimDecision decide_claim(const RecordState &r, bool fingerprint_equal, int64_t
 // The outcome name a claim reports for a decision ("claimed", "replayed", ...).
 const char *outcome_name(ClaimDecision d);
 
+// Leased queues (the inbox's queued mode and the outbox): the delay before an event whose
+// attempt failed retryably is handed out again. Exponential, base * 2^(attempt - 1) capped at
+// cap, with equal jitter: half of it fixed, the other half uniform from random (any 64-bit
+// value), so that events that failed together do not come back together. 0 when base is 0;
+// attempt < 1 counts as 1.
+int64_t retry_delay_usec(int32_t attempt, int64_t base_usec, int64_t cap_usec,
+                         uint64_t random) noexcept;
+
+// Whether a failed attempt is retried: retryable, and fewer than max_attempts attempts since the
+// event was queued (or requeued). max_attempts 0: no limit.
+bool retry_allowed(bool retryable, int32_t attempts, int32_t max_attempts) noexcept;
+
 } // namespace idem

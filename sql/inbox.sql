@@ -75,7 +75,9 @@ SELECT idem_inbox_done('t_queue', 'q-1', 1);
 -- redelivery once done: duplicate
 SELECT idem_inbox_receive('t_queue', 'q-1', sha256('{"n":1}'), enqueue => true,
                           payload => convert_to('{"n":1}', 'UTF8'));
--- a failing handler: retryable puts it back (never lost, never done)
+-- a failing handler: retryable puts it back (never lost, never done); with no backoff it is due
+-- again at once (the backoff is tested below)
+SET idempotency.retry_backoff_base = 0;
 SELECT idem_inbox_fail('t_queue', 'q-2', 1, error => 'timeout calling the mailer');
 SELECT * FROM ib WHERE consumer = 't_queue';
 SELECT event_id, attempt FROM idem_inbox_next('t_queue', 10);
@@ -93,6 +95,48 @@ SELECT count(*) AS taken FROM idem_inbox_next('t_queue');
 -- a dead event redelivered is still a duplicate
 SELECT idem_inbox_receive('t_queue', 'q-2', sha256('{"n":2}'), enqueue => true,
                           payload => convert_to('{"n":2}', 'UTF8'));
+
+-- backoff (src/leased_queue.cpp): a retryable failure is due again after retry_backoff_base,
+-- doubled per attempt (the second half of each delay random), and the attempts are counted
+-- against idempotency.max_attempts when the call passes none
+RESET idempotency.retry_backoff_base; -- 1 s
+SELECT idem_inbox_receive('t_backoff', 'b-1', enqueue => true);
+SELECT attempt FROM idem_inbox_next('t_backoff');
+SELECT idem_inbox_fail('t_backoff', 'b-1', 1, error => 'provider down');
+SELECT status, available_at - updated_at BETWEEN interval '0.5 s' AND interval '1 s' AS first_backoff
+FROM idempotency.inbox WHERE consumer = 't_backoff';
+SELECT count(*) AS taken_in_backoff FROM idem_inbox_next('t_backoff');
+UPDATE idempotency.inbox SET available_at = available_at - interval '1 s' WHERE consumer = 't_backoff';
+SELECT attempt FROM idem_inbox_next('t_backoff');
+SELECT idem_inbox_fail('t_backoff', 'b-1', 2);
+SELECT available_at - updated_at BETWEEN interval '1 s' AND interval '2 s' AS second_backoff
+FROM idempotency.inbox WHERE consumer = 't_backoff';
+SET idempotency.max_attempts = 3;
+UPDATE idempotency.inbox SET available_at = available_at - interval '2 s' WHERE consumer = 't_backoff';
+SELECT attempt FROM idem_inbox_next('t_backoff');
+SELECT idem_inbox_fail('t_backoff', 'b-1', 3); -- the third of 3 attempts: failed
+SELECT status, attempt, last_error, available_at IS NULL AS not_due FROM idempotency.inbox
+WHERE consumer = 't_backoff';
+-- a worker that dies on every attempt never calls fail: the expired lease of the last attempt
+-- makes the event failed instead of handing it out again
+SET idempotency.max_attempts = 2;
+SELECT idem_inbox_receive('t_backoff', 'b-2', enqueue => true);
+SELECT attempt FROM idem_inbox_next('t_backoff', 1, interval '1 millisecond');
+SELECT pg_sleep(0.01);
+SELECT attempt FROM idem_inbox_next('t_backoff', 1, interval '1 millisecond');
+SELECT pg_sleep(0.01);
+SELECT count(*) AS taken FROM idem_inbox_next('t_backoff');
+SELECT status, attempt, last_error, lease_expires_at FROM idempotency.inbox
+WHERE consumer = 't_backoff' AND event_id = 'b-2';
+-- 0: no limit
+SET idempotency.max_attempts = 0;
+SELECT idem_inbox_receive('t_backoff', 'b-3', enqueue => true);
+UPDATE idempotency.inbox SET attempt = 1000 WHERE consumer = 't_backoff' AND event_id = 'b-3';
+SELECT attempt FROM idem_inbox_next('t_backoff', 1, interval '1 millisecond');
+SELECT idem_inbox_fail('t_backoff', 'b-3', 1001);
+RESET idempotency.max_attempts;
+SELECT try($$SET idempotency.max_attempts = -1$$);
+SELECT try($$SET idempotency.max_attempts = '5s'$$);
 
 -- an expired lease lets another worker take the event with attempt n+1; the first worker is
 -- fenced (IK002)

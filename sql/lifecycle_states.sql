@@ -9,11 +9,13 @@
 -- with the counters off (NULL, not zero).
 \pset null '<NULL>'
 SET client_min_messages = warning;
+-- a requeued inbox event is due at once (the retry backoff is sql/inbox.sql's)
+SET idempotency.retry_backoff_base = 0;
 
 \i test/regress/helpers.sql
 
 -- preloaded or not: the counters are on exactly when the library is preloaded; idem_counters()
--- has its eight rows either way, with NULL values when off
+-- has its fifteen rows either way, with NULL values when off
 SELECT current_setting('shared_preload_libraries') ~ '\midempotency\M' AS preloaded,
        idem_counters_enabled() AS counters_on, count(*) AS counters, count(value) AS values,
        count(stats_reset) AS stats_reset

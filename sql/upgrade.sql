@@ -218,9 +218,28 @@ SELECT pg_get_indexdef('idempotency.inbox_pkey'::regclass) AS inbox_pkey;
 SELECT idem_inbox_receive('up-consumer', 'up-evt', '\x01') AS again,
        idem_inbox_receive('up-consumer', 'up-evt', '\x02') AS other_payload;
 
+-- 0.4 -> 0.5: the outbox, and the inbox's retry backoff. Before the update the new module runs
+-- the 0.4 schema's inbox queue (no available_at column: a retry is due at once) and hands the
+-- event out again; after it the same calls back off, and the outbox is there with its grants.
+SET idempotency.retry_backoff_base = '1h';
+SELECT attempt FROM idem_inbox_next('up-queue', 1);
+SELECT idem_inbox_fail('up-queue', 'e-2', 1) AS failed_04;
+SELECT event_id, attempt FROM idem_inbox_next('up-queue', 1);
+ALTER EXTENSION idempotency UPDATE TO '0.5';
+SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
+SELECT idem_inbox_fail('up-queue', 'e-2', 2) AS failed_05;
+SELECT count(*) AS taken_in_backoff FROM idem_inbox_next('up-queue', 1);
+RESET idempotency.retry_backoff_base;
+SELECT p.oid::regprocedure AS outbox_function,
+       has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute,
+       obj_description(p.oid, 'pg_proc') IS NOT NULL AS has_comment
+FROM pg_proc p WHERE p.proname LIKE 'idem\_outbox\_%' ORDER BY 1::text;
+SELECT idem_outbox_emit('up-topic', '{"n": 1}', 'k', 'up-dedup') IS NOT NULL AS emitted;
+SELECT key, payload, attempt FROM idem_outbox_next('up-topic');
+
 -- updating to the installed version is a no-op notice, an unknown version an error
 SET client_min_messages = notice;
-ALTER EXTENSION idempotency UPDATE TO '0.4';
+ALTER EXTENSION idempotency UPDATE TO '0.5';
 \set VERBOSITY terse
 ALTER EXTENSION idempotency UPDATE TO '9.9';
 \set VERBOSITY default

@@ -141,15 +141,17 @@ enum InboxColumn {
     C_RECEIVED,
     C_UPDATED,
     C_EXPIRES,
+    C_AVAILABLE, // 0.5
     C_COUNT
 };
 const char *const INBOX_COLUMNS[C_COUNT] = {
     "consumer",         "event_id",    "status",     "payload_hash", "event_type",
     "payload",          "entity_key",  "entity_seq", "attempt",      "last_error",
-    "lease_expires_at", "received_at", "updated_at", "expires_at"};
-const Oid INBOX_TYPES[C_COUNT] = {
-    TEXTOID, TEXTOID, TEXTOID, BYTEAOID,       TEXTOID,        BYTEAOID,       TEXTOID,
-    INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+    "lease_expires_at", "received_at", "updated_at", "expires_at",   "available_at"};
+const Oid INBOX_TYPES[C_COUNT] = {TEXTOID,        TEXTOID,        TEXTOID,        BYTEAOID,
+                                  TEXTOID,        BYTEAOID,       TEXTOID,        INT8OID,
+                                  INT4OID,        TEXTOID,        TIMESTAMPTZOID, TIMESTAMPTZOID,
+                                  TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 // Satisfied by construction: status received or done, attempt 0 or 1, entity key and sequence
 // number given together (check_delivery).
 const char *const INBOX_CHECKS[] = {"inbox_status_check", "inbox_attempt_check", "inbox_check"};
@@ -160,7 +162,7 @@ const char *const INBOX_INDEX_DEFS[] = {
     "(status = ANY (ARRAY['received'::text, 'processing'::text]))"};
 constexpr uint32 INBOX_NULLABLE = 1u << C_HASH | 1u << C_TYPE | 1u << C_PAYLOAD |
                                   1u << C_ENTITY_KEY | 1u << C_ENTITY_SEQ | 1u << C_LAST_ERROR |
-                                  1u << C_LEASE;
+                                  1u << C_LEASE | 1u << C_AVAILABLE;
 // A new entry is in the queue index (received or processing) only when it is queued.
 bool queue_entry(int, const Datum *values, const bool *) {
     return *VARDATA_ANY(DatumGetPointer(values[C_STATUS])) == 'r';
@@ -274,8 +276,8 @@ idem::pg::direct::InsertResult insert_direct(const Delivery *d) {
         v[c] = d->row[c];
         n[c] = d->row_nulls[c] == 'n';
     }
-    v[C_LAST_ERROR] = v[C_LEASE] = (Datum)0;
-    n[C_LAST_ERROR] = n[C_LEASE] = true;
+    v[C_LAST_ERROR] = v[C_LEASE] = v[C_AVAILABLE] = (Datum)0;
+    n[C_LAST_ERROR] = n[C_LEASE] = n[C_AVAILABLE] = true;
     v[C_RECEIVED] = v[C_UPDATED] = d->row[9];
     v[C_EXPIRES] = d->row[10];
     n[C_RECEIVED] = n[C_UPDATED] = n[C_EXPIRES] = false;
@@ -381,6 +383,10 @@ IDEM_PG_FUNCTION(idem_inbox_receive) {
 }
 
 // (inbox.hpp) Read on every call, as the direct insert reads it.
+bool idem::pg::inbox::inbox_has_available_at() {
+    return idem::pg::direct::resolve(&inbox_table).all_columns;
+}
+
 bool idem::pg::inbox::inbox_on_citus() {
     return idem::pg::direct::citus_table(idem::pg::direct::resolve(&inbox_table).relid);
 }

@@ -2,6 +2,8 @@
 // and idem_inbox_fail (finish one, fenced by its attempt). Receiving is src/inbox.cpp.
 #include "inbox.hpp"
 #include "errors.hpp"
+#include "leased_queue.hpp"
+#include "operations.hpp"
 #include "settings.hpp"
 
 extern "C" {
@@ -19,82 +21,95 @@ constexpr int MAX_BATCH = 10000;
 
 const char *const SQL_GET = "SELECT " EVENT_COLUMNS " FROM idempotency.inbox i" WHERE_EVENT;
 
-// Leases a batch: queued events and leased events whose lease has expired, oldest first. The
-// batch is picked into an array of row addresses (an InitPlan; the rows stay locked, so their
-// addresses hold) and updated by them, so that the one generic plan kept for it (see
-// idem_inbox_next) walks the queue index and then fetches the rows, whatever LIMIT $3 is and
-// however small the table was when it was planned (a key lookup by event id got a sequential
-// scan of a small inbox, and kept it while the queue churned).
-const char *const SQL_NEXT =
-    "WITH taken AS (UPDATE idempotency.inbox AS i SET status = 'processing', "
-    "attempt = i.attempt OPERATOR(pg_catalog.+) 1, lease_expires_at = $4, updated_at = $2 "
-    "WHERE i.consumer OPERATOR(pg_catalog.=) $1 AND i.ctid OPERATOR(pg_catalog.=) ANY "
-    "(ARRAY(SELECT s.ctid FROM idempotency.inbox s "
-    "WHERE s.consumer OPERATOR(pg_catalog.=) $1 "
-    "AND s.status OPERATOR(pg_catalog.=) ANY ('{received,processing}'::pg_catalog.text[]) "
-    "AND (s.status OPERATOR(pg_catalog.=) 'received' "
-    "OR s.lease_expires_at OPERATOR(pg_catalog.<=) $2) "
-    "ORDER BY s.received_at, s.event_id LIMIT $3 FOR UPDATE SKIP LOCKED)) "
-    "RETURNING i.event_id, i.event_type, i.payload, i.attempt, i.entity_key, i.entity_seq, "
-    "i.payload_hash, i.received_at, i.lease_expires_at) "
-    "SELECT * FROM taken ORDER BY received_at, event_id";
-// The same on a Citus table, which refuses the row addresses (0A000): the batch joined back by
-// key, planned per call as Citus routes it to the consumer's shard.
-const char *const SQL_NEXT_CITUS =
-    "WITH picked AS (SELECT i.consumer, i.event_id FROM idempotency.inbox i "
-    "WHERE i.consumer OPERATOR(pg_catalog.=) $1 "
-    "AND i.status OPERATOR(pg_catalog.=) ANY ('{received,processing}'::pg_catalog.text[]) "
-    "AND (i.status OPERATOR(pg_catalog.=) 'received' "
-    "OR i.lease_expires_at OPERATOR(pg_catalog.<=) $2) "
-    "ORDER BY i.received_at, i.event_id LIMIT $3 FOR UPDATE SKIP LOCKED), "
-    "taken AS (UPDATE idempotency.inbox AS i SET status = 'processing', "
-    "attempt = i.attempt OPERATOR(pg_catalog.+) 1, lease_expires_at = $4, updated_at = $2 "
-    "FROM picked WHERE i.consumer OPERATOR(pg_catalog.=) picked.consumer "
-    "AND i.event_id OPERATOR(pg_catalog.=) picked.event_id "
-    "RETURNING i.event_id, i.event_type, i.payload, i.attempt, i.entity_key, i.entity_seq, "
-    "i.payload_hash, i.received_at, i.lease_expires_at) "
-    "SELECT * FROM taken ORDER BY received_at, event_id";
-const Oid NEXT_TYPES[] = {TEXTOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID};
-constexpr int NEXT_NCOLS = 9;
-
 // A finished event is kept for at least as long after the finish as its TTL was at receipt.
 // Computed in UTC (timestamp arithmetic, a day is 24 hours) with immutable functions only:
 // Citus refuses STABLE ones (timestamptz + interval) on columns of a distributed table (0A000).
-#define KEEP_AFTER_FINISH                                                                          \
+#define KEEP_AFTER_FINISH(now)                                                                     \
     "GREATEST(i.expires_at, pg_catalog.timezone('UTC'::pg_catalog.text, "                          \
-    "pg_catalog.timezone('UTC'::pg_catalog.text, $4) OPERATOR(pg_catalog.+) "                      \
+    "pg_catalog.timezone('UTC'::pg_catalog.text, " now ") OPERATOR(pg_catalog.+) "                 \
     "(i.expires_at OPERATOR(pg_catalog.-) i.received_at)))"
+
+// Leases a batch: queued events that are due and leased events whose lease has expired, oldest
+// first. The batch is picked into an array of row addresses (an InitPlan; the rows stay locked,
+// so their addresses hold) and updated by them, so that the one generic plan kept for it (see
+// idem_inbox_next) walks the queue index and then fetches the rows, whatever LIMIT $3 is and
+// however small the table was when it was planned (a key lookup by event id got a sequential
+// scan of a small inbox, and kept it while the queue churned). An expired lease whose attempt
+// used up the budget ($5 > 0 attempts) makes the event failed (dead) instead; the caller leaves
+// such rows out of the result. From 0.5 a queued event is due at available_at (a retry's
+// backoff); a 0.4 schema, before ALTER EXTENSION UPDATE, has no such column (DUE_04).
+#define LEASE_USED_UP                                                                              \
+    "(i.status OPERATOR(pg_catalog.=) 'processing' AND $5 OPERATOR(pg_catalog.>) 0 AND "           \
+    "i.attempt OPERATOR(pg_catalog.>=) $5)"
+#define TAKE_SET                                                                                   \
+    "UPDATE idempotency.inbox AS i SET "                                                           \
+    "status = CASE WHEN " LEASE_USED_UP " THEN 'failed' ELSE 'processing' END, "                   \
+    "attempt = CASE WHEN " LEASE_USED_UP                                                           \
+    " THEN i.attempt ELSE i.attempt OPERATOR(pg_catalog.+) 1 END, "                                \
+    "lease_expires_at = CASE WHEN " LEASE_USED_UP " THEN NULL ELSE $4 END, "                       \
+    "last_error = CASE WHEN " LEASE_USED_UP                                                        \
+    " THEN 'the lease of the last attempt expired: no attempt left' ELSE i.last_error END, "       \
+    "expires_at = CASE WHEN " LEASE_USED_UP                                                        \
+    " THEN " KEEP_AFTER_FINISH("$2") " ELSE i.expires_at END, "                                    \
+                                     "updated_at = $2 "
+#define DUE_05                                                                                     \
+    "((s.status OPERATOR(pg_catalog.=) 'received' AND (s.available_at IS NULL OR "                 \
+    "s.available_at OPERATOR(pg_catalog.<=) $2)) OR s.lease_expires_at OPERATOR(pg_catalog.<=) "   \
+    "$2)"
+#define DUE_04                                                                                     \
+    "(s.status OPERATOR(pg_catalog.=) 'received' OR s.lease_expires_at OPERATOR(pg_catalog.<=) "   \
+    "$2)"
+#define PICK(due)                                                                                  \
+    "s.consumer OPERATOR(pg_catalog.=) $1 "                                                        \
+    "AND s.status OPERATOR(pg_catalog.=) ANY ('{received,processing}'::pg_catalog.text[]) "        \
+    "AND " due " ORDER BY s.received_at, s.event_id LIMIT $3 FOR UPDATE SKIP LOCKED"
+#define TAKEN_RETURNING                                                                            \
+    " RETURNING i.event_id, i.event_type, i.payload, i.attempt, i.entity_key, i.entity_seq, "      \
+    "i.payload_hash, i.received_at, i.lease_expires_at, i.status) "                                \
+    "SELECT * FROM taken ORDER BY received_at, event_id"
+#define NEXT(due)                                                                                  \
+    "WITH taken AS (" TAKE_SET "WHERE i.consumer OPERATOR(pg_catalog.=) $1 AND i.ctid "            \
+    "OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT s.ctid FROM idempotency.inbox s WHERE " PICK(        \
+        due) "))" TAKEN_RETURNING
+// The same on a Citus table, which refuses the row addresses (0A000): the batch joined back by
+// key, planned per call as Citus routes it to the consumer's shard.
+#define NEXT_CITUS(due)                                                                            \
+    "WITH picked AS (SELECT s.consumer, s.event_id FROM idempotency.inbox s WHERE " PICK(          \
+        due) "), taken AS (" TAKE_SET                                                              \
+             "FROM picked WHERE i.consumer OPERATOR(pg_catalog.=) picked.consumer "                \
+             "AND i.event_id OPERATOR(pg_catalog.=) picked.event_id" TAKEN_RETURNING
+// [0.4 schema, 0.5 schema]
+const char *const SQL_NEXT[2] = {NEXT(DUE_04), NEXT(DUE_05)};
+const char *const SQL_NEXT_CITUS[2] = {NEXT_CITUS(DUE_04), NEXT_CITUS(DUE_05)};
+const Oid NEXT_TYPES[] = {TEXTOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT4OID};
+constexpr int NEXT_NCOLS = 9; // the result columns; RETURNING adds status
 
 const char *const SQL_DONE =
     "UPDATE idempotency.inbox AS i SET status = 'done', lease_expires_at = NULL, "
-    "last_error = NULL, updated_at = $4, expires_at = " KEEP_AFTER_FINISH WHERE_EVENT
+    "last_error = NULL, updated_at = $4, expires_at = " KEEP_AFTER_FINISH("$4") WHERE_EVENT
     " AND i.attempt OPERATOR(pg_catalog.=) $3 AND i.status OPERATOR(pg_catalog.=) 'processing' "
     "RETURNING i.entity_key, i.entity_seq";
 const Oid DONE_TYPES[] = {TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID};
 
-const char *const SQL_FAIL =
-    "UPDATE idempotency.inbox AS i SET status = CASE WHEN $5 AND ($7 IS NULL OR "
-    "i.attempt OPERATOR(pg_catalog.<) $7) THEN 'received' ELSE 'failed' END, "
-    "expires_at = CASE WHEN $5 AND ($7 IS NULL OR i.attempt OPERATOR(pg_catalog.<) $7) "
-    "THEN i.expires_at ELSE " KEEP_AFTER_FINISH " END, "
-    "lease_expires_at = NULL, last_error = $6, updated_at = $4" WHERE_EVENT
-    " AND i.attempt OPERATOR(pg_catalog.=) $3 AND i.status OPERATOR(pg_catalog.=) 'processing' "
-    "RETURNING i.status";
-const Oid FAIL_TYPES[] = {TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID, BOOLOID, TEXTOID, INT4OID};
+// A failed attempt: queued again, due at $7, when $5 (the caller decided the retry and its
+// backoff, src/leased_queue.cpp), else failed (dead) and kept as long as a done event would be.
+#define FAIL(available)                                                                            \
+    "UPDATE idempotency.inbox AS i SET status = CASE WHEN $5 THEN 'received' ELSE 'failed' END, "  \
+    "expires_at = CASE WHEN $5 THEN i.expires_at ELSE " KEEP_AFTER_FINISH(                         \
+        "$4") " END, " available                                                                   \
+              "lease_expires_at = NULL, last_error = $6, updated_at = $4" WHERE_EVENT              \
+              " AND i.attempt OPERATOR(pg_catalog.=) $3 AND i.status OPERATOR(pg_catalog.=) "      \
+              "'processing' "                                                                      \
+              "RETURNING i.status"
+// [0.4 schema (no backoff: due at once), 0.5 schema]
+const char *const SQL_FAIL[2] = {FAIL(""),
+                                 FAIL("available_at = CASE WHEN $5 THEN $7 ELSE NULL END, ")};
+const Oid FAIL_TYPES[] = {TEXTOID, TEXTOID, INT4OID,       TIMESTAMPTZOID,
+                          BOOLOID, TEXTOID, TIMESTAMPTZOID};
 
-SPIPlanPtr plan_get, plan_next, plan_next_citus, plan_done, plan_fail;
+SPIPlanPtr plan_get, plan_next[2], plan_next_citus[2], plan_done, plan_fail[2];
 
-// A positive attempt argument (the fencing token from idem_inbox_next).
-int32 attempt_arg(FunctionCallInfo fcinfo, int argno) {
-    require_arg(fcinfo, argno, "attempt");
-    int32 attempt = PG_GETARG_INT32(argno);
-    if (attempt <= 0)
-        ereport(ERROR,
-                (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("attempt must be positive"),
-                 errdetail("attempt is the fencing token idem_inbox_next returned (1, 2, "
-                           "...).")));
-    return attempt;
-}
+const idem::pg::queue::Names NAMES{"inbox event", "idem_inbox_next", "received"};
 
 // Consumer and event id (arguments 0 and 1 of every function here).
 void consumer_event_args(FunctionCallInfo fcinfo, Datum *consumer, Datum *event_id) {
@@ -123,31 +138,19 @@ const char *status_name(char c) {
 // Why a done/fail of (consumer, event_id, attempt) matched no leased row: raises IK001, IK002
 // or IK003.
 [[noreturn]] void explain_refusal(Datum *keyv, int32 attempt, const char *action) {
+    using idem::pg::queue::Found;
     saved_plan(&plan_get, SQL_GET, 2, KEY_TYPES);
-    if (exec(plan_get, keyv, nullptr, false, 1) == 0)
-        ereport(ERROR,
-                (errcode(IK_NOT_FOUND), errmsg("inbox event not found"),
-                 errdetail("Consumer \"%s\" has no event \"%s\": it was never received, or it "
-                           "expired and was purged.",
-                           TextDatumGetCString(keyv[0]), TextDatumGetCString(keyv[1]))));
+    if (exec(plan_get, keyv, nullptr, false, 1) == 0) {
+        char *detail = psprintf("Consumer \"%s\" has no event \"%s\": it was never received, or "
+                                "it expired and was purged.",
+                                TextDatumGetCString(keyv[0]), TextDatumGetCString(keyv[1]));
+        idem::pg::queue::not_found(NAMES, detail);
+    }
     char st = status_char(L_STATUS);
     bool isnull;
     int32 current = DatumGetInt32(col(0, L_ATTEMPT, &isnull));
-    if (st == 'p' || st == 'r') {
-        if (st == 'p' && current == attempt)
-            elog(ERROR, "inbox event of the owning attempt changed concurrently");
-        ereport(ERROR,
-                (errcode(IK_FENCED), errmsg("attempt %d no longer owns this event", attempt),
-                 st == 'p' ? errdetail("The current attempt is %d: the lease expired and "
-                                       "another worker took the event.",
-                                       current)
-                 : current == 0
-                     ? errdetail("The event is queued and was never taken by idem_inbox_next.")
-                     : errdetail("The event is queued again after attempt %d failed.", current),
-                 errhint("Do not %s it; roll back this attempt's effects.", action)));
-    }
-    ereport(ERROR, (errcode(IK_FINISHED), errmsg("the event is already %s", status_name(st)),
-                    errdetail("Attempt %d finished it.", current)));
+    Found f = st == 'p' ? Found::Leased : st == 'r' ? Found::Queued : Found::Finished;
+    idem::pg::queue::refuse(NAMES, f, status_name(st), current, attempt, action);
 }
 
 } // namespace
@@ -167,18 +170,26 @@ IDEM_PG_FUNCTION(idem_inbox_next) {
     InitMaterializedSRF(fcinfo, 0);
     ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
 
+    int32 max_attempts = idem::pg::queue::max_attempts_arg(fcinfo, -1);
+
     idem::pg::SavedUser su;
     idem::pg::enter(&su);
     // One generic plan (the queue index in its order, then the rows by address): custom plans,
     // which the plan cache would keep choosing for LIMIT $3, cost a planning per call (issue 18:
     // 650k of 1.2M instructions).
+    int v05 = inbox_has_available_at() ? 1 : 0;
     SPIPlanPtr plan = inbox_on_citus()
-                          ? saved_plan(&plan_next_citus, SQL_NEXT_CITUS, 4, NEXT_TYPES, 0)
-                          : saved_plan(&plan_next, SQL_NEXT, 4, NEXT_TYPES);
-    Datum v[4] = {consumer, TimestampTzGetDatum(now), Int64GetDatum(batch),
-                  TimestampTzGetDatum(lease_expires)};
+                          ? saved_plan(&plan_next_citus[v05], SQL_NEXT_CITUS[v05], 5, NEXT_TYPES, 0)
+                          : saved_plan(&plan_next[v05], SQL_NEXT[v05], 5, NEXT_TYPES);
+    Datum v[5] = {consumer, TimestampTzGetDatum(now), Int64GetDatum(batch),
+                  TimestampTzGetDatum(lease_expires), Int32GetDatum(max_attempts)};
     uint64 n = exec(plan, v, nullptr, false, 0);
     for (uint64 r = 0; r < n; r++) {
+        bool isnull;
+        if (*VARDATA_ANY(DatumGetTextPP(col(r, NEXT_NCOLS + 1, &isnull))) == 'f') {
+            idem::operations::count(idem::operations::InboxDead); // no attempt left
+            continue;
+        }
         Datum values[NEXT_NCOLS];
         bool nulls[NEXT_NCOLS];
         for (int c = 0; c < NEXT_NCOLS; c++)
@@ -195,7 +206,7 @@ IDEM_PG_FUNCTION(idem_inbox_next) {
 IDEM_PG_FUNCTION(idem_inbox_done) {
     Datum consumer, event_id;
     consumer_event_args(fcinfo, &consumer, &event_id);
-    int32 attempt = attempt_arg(fcinfo, 2);
+    int32 attempt = idem::pg::queue::attempt_arg(fcinfo, 2, NAMES);
     TimestampTz now = GetCurrentTimestamp();
     const char *outcome = "done";
 
@@ -222,38 +233,38 @@ IDEM_PG_FUNCTION(idem_inbox_done) {
 }
 
 // idem_inbox_fail(consumer, event_id, attempt, retryable, error, max_attempts): received (queued
-// again) or failed (dead).
+// again, due after a backoff) or failed (dead).
 IDEM_PG_FUNCTION(idem_inbox_fail) {
     Datum consumer, event_id;
     consumer_event_args(fcinfo, &consumer, &event_id);
-    int32 attempt = attempt_arg(fcinfo, 2);
+    int32 attempt = idem::pg::queue::attempt_arg(fcinfo, 2, NAMES);
     bool retryable = PG_ARGISNULL(3) ? true : PG_GETARG_BOOL(3);
     bool err_null = PG_ARGISNULL(4);
     Datum err = err_null ? (Datum)0 : PG_GETARG_DATUM(4);
-    bool max_null = PG_ARGISNULL(5);
-    int32 max_attempts = max_null ? 0 : PG_GETARG_INT32(5);
-    if (!max_null && max_attempts < 1)
-        ereport(ERROR,
-                (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("max_attempts must be positive"),
-                 errhint("Pass NULL for no limit.")));
+    int32 max_attempts = idem::pg::queue::max_attempts_arg(fcinfo, 5);
     TimestampTz now = GetCurrentTimestamp();
-    char status = 'f';
+    // The event has no requeue: its attempts count from its receipt.
+    idem::pg::queue::Retry retry =
+        idem::pg::queue::decide_retry(retryable, attempt, max_attempts, now);
 
     idem::pg::SavedUser su;
     idem::pg::enter(&su);
-    saved_plan(&plan_fail, SQL_FAIL, 7, FAIL_TYPES);
+    int v05 = inbox_has_available_at() ? 1 : 0;
+    saved_plan(&plan_fail[v05], SQL_FAIL[v05], 7, FAIL_TYPES);
     Datum v[7] = {consumer,
                   event_id,
                   Int32GetDatum(attempt),
                   TimestampTzGetDatum(now),
-                  BoolGetDatum(retryable),
+                  BoolGetDatum(retry.retry),
                   err,
-                  Int32GetDatum(max_attempts)};
-    char n[7] = {' ', ' ', ' ', ' ', ' ', err_null ? 'n' : ' ', max_null ? 'n' : ' '};
+                  TimestampTzGetDatum(retry.available)};
+    char n[7] = {' ', ' ', ' ', ' ', ' ', err_null ? 'n' : ' ', ' '};
     Datum keyv[2] = {consumer, event_id};
-    if (exec(plan_fail, v, n, false, 0) != 1)
+    if (exec(plan_fail[v05], v, n, false, 0) != 1)
         explain_refusal(keyv, attempt, "fail");
-    status = status_char(1);
+    char status = status_char(1);
     idem::pg::leave(&su);
+    idem::operations::count(status == 'r' ? idem::operations::InboxRetried
+                                          : idem::operations::InboxDead);
     PG_RETURN_TEXT_P(cstring_to_text(status_name(status)));
 }

@@ -49,6 +49,16 @@ const char *const SQL_PURGE_INBOX =
     "LIMIT $3 FOR UPDATE SKIP LOCKED)) RETURNING r.ctid) "
     "SELECT pg_catalog.count(*)::integer, pg_catalog.max(d.ctid) FROM d";
 
+// Done outbox events past their retention (idempotency.outbox_ttl after done). Pending, leased
+// and dead events are never deleted: a dead event waits for idem_outbox_requeue or a DELETE.
+const char *const SQL_PURGE_OUTBOX =
+    "WITH d AS (DELETE FROM idempotency.outbox AS r WHERE r.ctid OPERATOR(pg_catalog.=) ANY "
+    "(ARRAY(SELECT s.ctid FROM idempotency.outbox AS s "
+    "WHERE s.ctid OPERATOR(pg_catalog.>) $1 AND s.expires_at OPERATOR(pg_catalog.<) $2 "
+    "AND s.status OPERATOR(pg_catalog.=) 'done' "
+    "LIMIT $3 FOR UPDATE SKIP LOCKED)) RETURNING r.ctid) "
+    "SELECT pg_catalog.count(*)::integer, pg_catalog.max(d.ctid) FROM d";
+
 const Oid PURGE_TYPES[] = {TIDOID, TIMESTAMPTZOID, INT4OID, BOOLOID, TIMESTAMPTZOID};
 
 // The purgeable tables. Adding one is one more entry (and its plan text).
@@ -61,6 +71,7 @@ struct Target {
 Target targets[] = {
     {"records", "records", SQL_PURGE_RECORDS, nullptr},
     {"inbox", "inbox", SQL_PURGE_INBOX, nullptr},
+    {"outbox", "outbox", SQL_PURGE_OUTBOX, nullptr},
 };
 
 // True for an interval shorter than zero (as PostgreSQL compares intervals).
@@ -78,7 +89,7 @@ Target *find_target(text *name) {
             return &t;
     ereport(ERROR,
             (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("unknown purge target \"%s\"", s),
-             errhint("The targets are \"records\" and \"inbox\".")));
+             errhint("The targets are \"records\", \"inbox\" and \"outbox\".")));
     pg_unreachable();
 }
 

@@ -22,8 +22,10 @@ struct SharedCounters {
 
 // Names of the counters as shown by idem_counters(), in enum order.
 const char *const counter_names[idem::operations::NumCounters] = {
-    "claimed",   "replayed",       "in_progress",      "mismatch",
-    "reclaimed", "refused_fenced", "refused_finished", "inbox_duplicate"};
+    "claimed",       "replayed",       "in_progress",      "mismatch",
+    "reclaimed",     "refused_fenced", "refused_finished", "inbox_duplicate",
+    "inbox_retried", "inbox_dead",     "outbox_emitted",   "outbox_deduplicated",
+    "outbox_done",   "outbox_retried", "outbox_dead"};
 
 SharedCounters *shared = nullptr;
 shmem_request_hook_type prev_shmem_request_hook = nullptr;

@@ -11,14 +11,21 @@ namespace idem::operations {
 
 // One counter per event; the order is the order of the rows of idem_counters().
 enum Counter {
-    ClaimClaimed,    // idem_claim returned claimed
-    ClaimReplayed,   // idem_claim returned replayed
-    ClaimInProgress, // idem_claim returned in_progress
-    ClaimMismatch,   // idem_claim returned mismatch
-    ClaimReclaimed,  // idem_claim returned reclaimed (a takeover of an expired lease)
-    RefusedFenced,   // complete/fail/heartbeat refused with IK002 (another attempt owns the key)
-    RefusedFinished, // complete/fail/heartbeat refused with IK003 (already finished)
-    InboxDuplicate,  // an inbox event was received again by the same consumer
+    ClaimClaimed,       // idem_claim returned claimed
+    ClaimReplayed,      // idem_claim returned replayed
+    ClaimInProgress,    // idem_claim returned in_progress
+    ClaimMismatch,      // idem_claim returned mismatch
+    ClaimReclaimed,     // idem_claim returned reclaimed (a takeover of an expired lease)
+    RefusedFenced,      // complete/fail/heartbeat refused with IK002 (another attempt owns the key)
+    RefusedFinished,    // complete/fail/heartbeat refused with IK003 (already finished)
+    InboxDuplicate,     // an inbox event was received again by the same consumer
+    InboxRetried,       // idem_inbox_fail queued a leased event again (after a backoff)
+    InboxDead,          // an inbox event became failed (dead): a terminal failure, no attempt left
+    OutboxEmitted,      // idem_outbox_emit wrote an event
+    OutboxDeduplicated, // idem_outbox_emit found the kept event of its dedup_key
+    OutboxDone,         // idem_outbox_done
+    OutboxRetried,      // idem_outbox_fail queued the event again (after a backoff)
+    OutboxDead,         // an outbox event became dead: a terminal failure, no attempt left
     NumCounters
 };
 

@@ -30,8 +30,10 @@ void _PG_init(void);
 }
 
 namespace idem::settings::detail {
-Value values[COUNT] = {{60, true}, {24 * 3600, true}, {7 * 24 * 3600, true},
-                       {60, true}, {300, true},       {1, true}};
+Value values[COUNT] = {{60, true},  {24 * 3600, true}, {7 * 24 * 3600, true}, {60, true},
+                       {300, true}, {1, true},         {7 * 24 * 3600, true}, {60, true},
+                       {20, true},  {1, true},         {3600, true},          {1, true},
+                       {0, true}};
 } // namespace idem::settings::detail
 
 namespace {
@@ -40,41 +42,74 @@ using idem::settings::COUNT;
 using idem::settings::Id;
 using idem::settings::detail::values;
 
+// What a setting's text is: a duration in seconds (with PostgreSQL's units), a Boolean, or a
+// plain count.
+enum class Kind { Duration, Boolean, Count };
+
 struct Setting {
     const char *name;
     const char *short_desc;
     const char *long_desc;
     const char *boot; // the default, as SHOW prints it
-    int min;          // seconds: the range is min .. INT_MAX
-    bool boolean;     // direct_access
+    int min;          // seconds (or a count): the range is min .. INT_MAX
+    Kind kind;
     char *text;       // the setting's string variable: the value in effect as written
     GucSource source; // where the value in effect came from (the assign hook keeps it)
 };
 
 Setting table[COUNT] = {
     {"idempotency.default_lease", "Lease given to a claim when idem_claim gets no lease argument.",
-     "A processing record whose lease has expired can be reclaimed.", "1min", 1, false, nullptr,
-     PGC_S_DEFAULT},
+     "A processing record whose lease has expired can be reclaimed.", "1min", 1, Kind::Duration,
+     nullptr, PGC_S_DEFAULT},
     {"idempotency.default_ttl", "How long a finished Idempotency-Key record is kept for replay.",
      "Used when idem_claim gets no ttl argument; past it the record counts as absent and "
      "idem_purge may delete it.",
-     "1d", 1, false, nullptr, PGC_S_DEFAULT},
+     "1d", 1, Kind::Duration, nullptr, PGC_S_DEFAULT},
     {"idempotency.inbox_ttl", "How long inbox entries are kept for duplicate detection.",
      "Should cover the broker's redelivery window (DLQ replays, offset resets) and the webhook "
      "sender's retry schedule.",
-     "7d", 1, false, nullptr, PGC_S_DEFAULT},
+     "7d", 1, Kind::Duration, nullptr, PGC_S_DEFAULT},
     {"idempotency.inbox_lease", "Lease given to inbox events taken by idem_inbox_next.", nullptr,
-     "1min", 1, false, nullptr, PGC_S_DEFAULT},
+     "1min", 1, Kind::Duration, nullptr, PGC_S_DEFAULT},
     {"idempotency.webhook_tolerance",
      "Largest accepted difference between a webhook's signed timestamp and the server clock, in "
      "both directions.",
-     nullptr, "5min", 0, false, nullptr, PGC_S_DEFAULT},
+     nullptr, "5min", 0, Kind::Duration, nullptr, PGC_S_DEFAULT},
     {"idempotency.direct_access",
      "Lets idem_claim and idem_inbox_receive write a first row (and idem_claim read a record) "
      "through the table and index access methods.",
      "Off: the same INSERT ... ON CONFLICT DO NOTHING and SELECT run as SQL statements (slower, "
      "same results).",
-     "on", 0, true, nullptr, PGC_S_DEFAULT},
+     "on", 0, Kind::Boolean, nullptr, PGC_S_DEFAULT},
+    {"idempotency.outbox_ttl", "How long a done outbox event is kept (its dedup_key with it).",
+     "A second idem_outbox_emit with the same topic and dedup_key writes nothing while the first "
+     "event is kept; past it idem_purge may delete the event.",
+     "7d", 1, Kind::Duration, nullptr, PGC_S_DEFAULT},
+    {"idempotency.outbox_lease", "Lease given to outbox events taken by idem_outbox_next.", nullptr,
+     "1min", 1, Kind::Duration, nullptr, PGC_S_DEFAULT},
+    {"idempotency.max_attempts",
+     "Attempts an inbox or outbox event gets before it is dead (0: no limit).",
+     "Counts every attempt handed out since the event was queued or requeued, also those whose "
+     "worker died and let the lease expire.",
+     "20", 0, Kind::Count, nullptr, PGC_S_DEFAULT},
+    {"idempotency.retry_backoff_base",
+     "Delay before the first retry of a failed inbox or outbox event (0: retry at once).",
+     "Doubles with every attempt up to idempotency.retry_backoff_max; the second half of each "
+     "delay is random (jitter).",
+     "1s", 0, Kind::Duration, nullptr, PGC_S_DEFAULT},
+    {"idempotency.retry_backoff_max", "Longest delay before a retry of a failed event.", nullptr,
+     "1h", 0, Kind::Duration, nullptr, PGC_S_DEFAULT},
+    {"idempotency.outbox_dead_blocks_key",
+     "A dead outbox event holds back the later events of its key until it is requeued or "
+     "deleted.",
+     "Off: the later events of its key are handed out past it (their order relative to the dead "
+     "event is lost).",
+     "on", 0, Kind::Boolean, nullptr, PGC_S_DEFAULT},
+    {"idempotency.outbox_notify",
+     "idem_outbox_emit sends NOTIFY idem_outbox with the topic as payload.",
+     "Relays LISTEN instead of polling; every committing transaction that notified takes a "
+     "global lock of the notification queue at commit.",
+     "off", 0, Kind::Boolean, nullptr, PGC_S_DEFAULT},
 };
 
 // True while _PG_init defines the settings: PostgreSQL then applies the values set before the
@@ -99,12 +134,13 @@ struct Checked {
 
 Checked parse(const Setting &s, const char *text) {
     Checked r{Verdict::Valid, 0, nullptr};
-    if (s.boolean) {
+    if (s.kind == Kind::Boolean) {
         bool b = false;
         if (text == nullptr || !parse_bool(text, &b))
             r.verdict = Verdict::Syntax;
         r.value = b ? 1 : 0;
-    } else if (text == nullptr || !parse_int(text, &r.value, GUC_UNIT_S, &r.hint)) {
+    } else if (text == nullptr ||
+               !parse_int(text, &r.value, s.kind == Kind::Duration ? GUC_UNIT_S : 0, &r.hint)) {
         r.verdict = Verdict::Syntax; // also beyond the integer range (INT_MAX is the maximum)
     } else if (r.value < s.min) {
         r.verdict = Verdict::Range;
@@ -169,10 +205,13 @@ int errdetail_invalid(const Setting &s, const Checked &r, const char *text, GucS
     const char *from = source_name(source);
     if (text == nullptr)
         text = "";
-    if (s.boolean)
+    if (s.kind == Kind::Boolean)
         return errdetail("The value \"%s\" is not a Boolean: on, off, true, false, yes, no, 1 or "
                          "0. It comes from %s.",
                          text, from);
+    if (s.kind == Kind::Count)
+        return errdetail("The value \"%s\" is not a whole number from %d to %d. It comes from %s.",
+                         text, s.min, INT_MAX, from);
     if (r.verdict == Verdict::Range)
         return errdetail("The value \"%s\" is %d s, outside the valid range %d s .. %d s. It "
                          "comes from %s.",
@@ -188,8 +227,13 @@ int errdetail_invalid(const Setting &s, const Checked &r, const char *text, GucS
 // Boolean setting; the range with its unit on every major (17 and later print it so).
 void refuse(const Setting &s, const Checked &r) {
     GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
-    if (s.boolean)
+    if (s.kind == Kind::Boolean)
         GUC_check_errmsg("parameter \"%s\" requires a Boolean value", s.name);
+    else if (s.kind == Kind::Count && r.verdict == Verdict::Range)
+        GUC_check_errmsg("%d is outside the valid range for parameter \"%s\" (%d .. %d)", r.value,
+                         s.name, s.min, INT_MAX);
+    else if (s.kind == Kind::Count)
+        GUC_check_errmsg("invalid value for parameter \"%s\": a whole number is required", s.name);
     else if (r.verdict == Verdict::Range)
         GUC_check_errmsg("%d s is outside the valid range for parameter \"%s\" (%d s .. %d s)",
                          r.value, s.name, s.min, INT_MAX);
@@ -247,8 +291,12 @@ template <int I> const char *show_hook() {
     if (!values[I].valid)
         return s.text != nullptr ? s.text : "";
     int v = values[I].value;
-    if (s.boolean)
+    if (s.kind == Kind::Boolean)
         return v ? "on" : "off";
+    if (s.kind == Kind::Count || v <= 0) {
+        snprintf(buf, sizeof buf, "%d", v);
+        return buf;
+    }
     static const struct {
         int seconds;
         const char *unit;
@@ -300,6 +348,13 @@ void _PG_init(void) {
         define<idem::settings::INBOX_LEASE>();
         define<idem::settings::WEBHOOK_TOLERANCE>();
         define<idem::settings::DIRECT_ACCESS>();
+        define<idem::settings::OUTBOX_TTL>();
+        define<idem::settings::OUTBOX_LEASE>();
+        define<idem::settings::MAX_ATTEMPTS>();
+        define<idem::settings::RETRY_BACKOFF_BASE>();
+        define<idem::settings::RETRY_BACKOFF_MAX>();
+        define<idem::settings::OUTBOX_DEAD_BLOCKS_KEY>();
+        define<idem::settings::OUTBOX_NOTIFY>();
     }
     PG_FINALLY();
     {

@@ -9,11 +9,26 @@
 
 namespace idem::settings {
 
-enum Id { DEFAULT_LEASE, DEFAULT_TTL, INBOX_TTL, INBOX_LEASE, WEBHOOK_TOLERANCE, DIRECT_ACCESS };
-inline constexpr int COUNT = DIRECT_ACCESS + 1;
+enum Id {
+    DEFAULT_LEASE,
+    DEFAULT_TTL,
+    INBOX_TTL,
+    INBOX_LEASE,
+    WEBHOOK_TOLERANCE,
+    DIRECT_ACCESS,
+    OUTBOX_TTL,
+    OUTBOX_LEASE,
+    MAX_ATTEMPTS,
+    RETRY_BACKOFF_BASE,
+    RETRY_BACKOFF_MAX,
+    OUTBOX_DEAD_BLOCKS_KEY,
+    OUTBOX_NOTIFY,
+};
+inline constexpr int COUNT = OUTBOX_NOTIFY + 1;
 
 namespace detail {
-// The value in effect, kept by the setting's assign hook: seconds, or 0/1 for direct_access.
+// The value in effect, kept by the setting's assign hook: seconds, a count (max_attempts), or 0/1
+// for a Boolean.
 struct Value {
     int value;
     bool valid;
@@ -50,6 +65,29 @@ inline int webhook_tolerance_s() {
 }
 inline bool direct_access_on() {
     return detail::get(DIRECT_ACCESS) != 0;
+}
+inline int outbox_ttl_s() {
+    return detail::get(OUTBOX_TTL);
+}
+inline int outbox_lease_s() {
+    return detail::get(OUTBOX_LEASE);
+}
+// Attempts an event of a leased queue (inbox or outbox) gets before it is dead; 0: no limit.
+inline int max_attempts() {
+    return detail::get(MAX_ATTEMPTS);
+}
+inline int retry_backoff_base_s() {
+    return detail::get(RETRY_BACKOFF_BASE);
+}
+inline int retry_backoff_max_s() {
+    return detail::get(RETRY_BACKOFF_MAX);
+}
+// A dead outbox event holds back the later events of its key (on), or lets them pass (off).
+inline bool outbox_dead_blocks_key() {
+    return detail::get(OUTBOX_DEAD_BLOCKS_KEY) != 0;
+}
+inline bool outbox_notify() {
+    return detail::get(OUTBOX_NOTIFY) != 0;
 }
 
 } // namespace idem::settings

@@ -2,6 +2,7 @@
 // and idem_secure_equal (comparison in constant time). The work is the core's (core/uuid7.hpp,
 // core/crypto.hpp); this file converts the values.
 #include "pg_cpp.hpp"
+#include "utilities.hpp"
 
 #include "crypto.hpp"
 #include "uuid7.hpp"
@@ -18,8 +19,8 @@ idem::UuidV7Generator *g_uuid = nullptr; // per backend: monotonic within the se
 
 } // namespace
 
-// idem_uuid_v7() -> uuid: RFC 9562 version 7, strictly increasing within the session.
-IDEM_PG_FUNCTION(idem_uuid_v7) {
+// The session's next UUIDv7, palloc'd.
+pg_uuid_t *idem::pg::new_uuid_v7() {
     idem::Uuid id = idem::pg::call_cpp([&] {
         if (g_uuid == nullptr)
             g_uuid = new idem::UuidV7Generator();
@@ -27,7 +28,12 @@ IDEM_PG_FUNCTION(idem_uuid_v7) {
     });
     pg_uuid_t *u = static_cast<pg_uuid_t *>(palloc(sizeof(pg_uuid_t)));
     memcpy(u->data, id.data(), UUID_LEN);
-    PG_RETURN_UUID_P(u);
+    return u;
+}
+
+// idem_uuid_v7() -> uuid: RFC 9562 version 7, strictly increasing within the session.
+IDEM_PG_FUNCTION(idem_uuid_v7) {
+    PG_RETURN_UUID_P(idem::pg::new_uuid_v7());
 }
 
 // idem_uuid_v7_time(uuid) -> timestamptz: the millisecond timestamp of a version-7 UUID.

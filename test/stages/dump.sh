@@ -20,11 +20,14 @@ SELECT idem_fail('dump/a', 'failed', 1, false, '{"error": "declined"}', 402);
 SELECT outcome FROM idem_claim('dump/b', 'processing', '\x03', '1 hour');
 SELECT idem_inbox_receive('dump-consumer', 'e1', '\x01', true, 'created', '\x7b7d');
 SELECT idem_inbox_receive('dump-consumer', 'e2', '\x02', false, NULL, NULL, 'order-1', 7);
+SELECT idem_outbox_emit('dump-topic', '{"n": 1}', 'order-1', 'order:1:paid');
+SELECT idem_outbox_emit('dump-topic', '{"n": 2}', 'order-1');
 SQL
 snapshot() { # db: every stored row, in order
     q -d "$1" -c "SELECT r::text FROM idempotency.records r ORDER BY scope, key" \
         -c "SELECT i::text FROM idempotency.inbox i ORDER BY consumer, event_id" \
-        -c "SELECT e::text FROM idempotency.inbox_entities e ORDER BY consumer, entity_key"
+        -c "SELECT e::text FROM idempotency.inbox_entities e ORDER BY consumer, entity_key" \
+        -c "SELECT o::text FROM idempotency.outbox o ORDER BY seq"
 }
 pg_dump -Fc -d $SRC -f "$DUMP"
 pg_restore --exit-on-error -d $DST "$DUMP"
@@ -46,16 +49,24 @@ SELECT idem_complete('dump/b', 'processing', 1, 'r3');
 SELECT idem_inbox_receive('dump-consumer', 'e1', '\x01');
 SELECT idem_inbox_receive('dump-consumer', 'e2', '\x02', false, NULL, NULL, 'order-1', 7);
 SELECT has_function_privilege('public', 'idem_claim(text,text,bytea,interval,interval,boolean)', 'EXECUTE');
+SELECT idem_outbox_emit('dump-topic', '{"n": 1}', 'order-1', 'order:1:paid') = (SELECT event_id FROM idempotency.outbox WHERE seq = 1);
+SELECT idem_outbox_emit('dump-topic', '{"n": 3}', 'order-1') IS NOT NULL;
+SELECT string_agg(payload::text || ' ' || attempt, ', ') FROM idem_outbox_next('dump-topic');
+SELECT count(*) || ' events, the new one after the restored: ' || (max(seq) > 2) FROM idempotency.outbox;
 SQL
 )
-want='0.4
+want='0.5
 replayed pay_1 201
 replayed 402
 in_progress 1
 t
 duplicate
 duplicate
-f'
+f
+t
+t
+{"n": 1} 1
+3 events, the new one after the restored: true'
 if [ "$got" != "$want" ]; then
     echo "dump: restored database answers differently"; diff <(echo "$want") <(echo "$got") || true; rc=1
 fi

@@ -13,7 +13,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS idempotency CASCADE;
 CREATE EXTENSION idempotency;
 
-SELECT plan(49);
+SELECT plan(51);
 
 -- Schema and storage -------------------------------------------------------------------------
 SELECT has_schema('idempotency');
@@ -21,7 +21,7 @@ SELECT has_table('idempotency', 'records', 'records table');
 SELECT has_table('idempotency', 'inbox', 'inbox table');
 SELECT has_view('public', 'idem_stats', 'idem_stats view');
 SELECT has_view('public', 'idem_inbox_stats', 'idem_inbox_stats view');
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'idempotency'), '0.4', 'version 0.4');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'idempotency'), '0.5', 'version 0.5');
 
 -- PUBLIC has no rights on the internal schema and tables ------------------------------------------
 SELECT schema_privs_are('idempotency', 'public', ARRAY[]::text[], 'PUBLIC: no rights on schema idempotency');
@@ -39,11 +39,14 @@ $$, 'PUBLIC: no privilege on any relation in schema idempotency');
 SELECT table_privs_are('public', 'idem_stats', 'public', ARRAY[]::text[], 'PUBLIC cannot read idem_stats');
 SELECT table_privs_are('public', 'idem_stats', 'pg_monitor', ARRAY['SELECT'], 'pg_monitor reads idem_stats');
 SELECT table_privs_are('public', 'idem_inbox_stats', 'pg_monitor', ARRAY['SELECT'], 'pg_monitor reads idem_inbox_stats');
+SELECT table_privs_are('public', 'idem_outbox_stats', 'pg_monitor', ARRAY['SELECT'], 'pg_monitor reads idem_outbox_stats');
+SELECT table_privs_are('public', 'idem_outbox_stats', 'public', ARRAY[]::text[], 'PUBLIC cannot read idem_outbox_stats');
 
 -- Registered for pg_dump ---------------------------------------------------------------------------
 SELECT set_eq($$SELECT unnest(extconfig)::regclass::text FROM pg_extension WHERE extname = 'idempotency'$$,
-              ARRAY['idempotency.records', 'idempotency.inbox', 'idempotency.inbox_entities'],
-              'records and inbox tables are dumped by pg_dump');
+              ARRAY['idempotency.records', 'idempotency.inbox', 'idempotency.inbox_entities',
+                    'idempotency.outbox', 'idempotency.outbox_seq'],
+              'records, inbox and outbox tables (and the outbox sequence) are dumped by pg_dump');
 
 -- Function signatures ----------------------------------------------------------------------------
 SELECT function_returns('idem_claim', ARRAY['text', 'text', 'bytea', 'interval', 'interval', 'boolean'], 'idem_claim_result');

@@ -142,3 +142,34 @@ TEST(DecideClaim, OutcomeNames) {
     EXPECT_STREQ(outcome_name(ClaimDecision::InProgress), "in_progress");
     EXPECT_STREQ(outcome_name(ClaimDecision::Mismatch), "mismatch");
 }
+
+TEST(RetryDelay, DoublesUpToTheCapWithJitterInTheUpperHalf) {
+    // random 0: the fixed half; random ~0: the whole delay
+    EXPECT_EQ(retry_delay_usec(1, 1 * SEC, 3600 * SEC, 0), SEC / 2);
+    EXPECT_EQ(retry_delay_usec(1, 1 * SEC, 3600 * SEC, SEC / 2), SEC);
+    EXPECT_EQ(retry_delay_usec(2, 1 * SEC, 3600 * SEC, 0), SEC);
+    EXPECT_EQ(retry_delay_usec(4, 1 * SEC, 3600 * SEC, 0), 4 * SEC);
+    EXPECT_EQ(retry_delay_usec(13, 1 * SEC, 3600 * SEC, 0), 1800 * SEC); // 4096 s capped
+    EXPECT_EQ(retry_delay_usec(INT32_MAX, 1 * SEC, 3600 * SEC, 0), 1800 * SEC);
+    for (uint64_t r : {UINT64_C(0), UINT64_C(12345), UINT64_MAX}) {
+        int64_t d = retry_delay_usec(3, 1 * SEC, 3600 * SEC, r);
+        EXPECT_GE(d, 2 * SEC);
+        EXPECT_LE(d, 4 * SEC);
+    }
+}
+
+TEST(RetryDelay, ZeroBaseOrCapMeansNoDelayAndABaseAboveTheCapIsCapped) {
+    EXPECT_EQ(retry_delay_usec(5, 0, 3600 * SEC, 99), 0);
+    EXPECT_EQ(retry_delay_usec(5, SEC, 0, 99), 0);
+    EXPECT_EQ(retry_delay_usec(0, 10 * SEC, 4 * SEC, 0), 2 * SEC);
+    EXPECT_EQ(retry_delay_usec(1, INT64_MAX, INT64_MAX, 0), INT64_MAX / 2);
+}
+
+TEST(RetryAllowed, CountsAttemptsAgainstTheBudget) {
+    EXPECT_TRUE(retry_allowed(true, 1, 3));
+    EXPECT_TRUE(retry_allowed(true, 2, 3));
+    EXPECT_FALSE(retry_allowed(true, 3, 3));
+    EXPECT_FALSE(retry_allowed(false, 1, 3));
+    EXPECT_TRUE(retry_allowed(true, 1000000, 0)); // 0: no limit
+    EXPECT_FALSE(retry_allowed(false, 1, 0));
+}

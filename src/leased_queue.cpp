@@ -1,0 +1,79 @@
+// The leased queues' shared rules (src/leased_queue.hpp): fencing token, attempt budget, retry
+// with backoff, and the refusal of a stale or finished attempt.
+#include "leased_queue.hpp"
+#include "errors.hpp"
+#include "settings.hpp"
+
+#include "lease.hpp"
+
+extern "C" {
+#include "common/pg_prng.h"
+}
+
+namespace idem::pg::queue {
+
+// A positive attempt argument (the fencing token the queue's next function returned).
+int32 attempt_arg(FunctionCallInfo fcinfo, int argno, const Names &q) {
+    require_arg(fcinfo, argno, "attempt");
+    int32 attempt = PG_GETARG_INT32(argno);
+    if (attempt <= 0)
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("attempt must be positive"),
+                 errdetail("attempt is the fencing token %s returned (1, 2, ...).", q.next)));
+    return attempt;
+}
+
+// The argument, or the setting when it is NULL (or there is no argument).
+int32 max_attempts_arg(FunctionCallInfo fcinfo, int argno) {
+    if (argno < 0 || PG_ARGISNULL(argno))
+        return idem::settings::max_attempts();
+    int32 n = PG_GETARG_INT32(argno);
+    if (n < 1)
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("max_attempts must be positive"),
+                 errhint("Pass NULL for idempotency.max_attempts (0 there: no limit).")));
+    return n;
+}
+
+// Retry or dead; a retry waits base * 2^(attempts - 1) (capped, jittered) from now.
+Retry decide_retry(bool retryable, int32 attempts, int32 max_attempts, TimestampTz now) {
+    Retry r{IDEM_NOTHROW(idem::retry_allowed(retryable, attempts, max_attempts)), now};
+    if (!r.retry)
+        return r;
+    int64 base = static_cast<int64>(idem::settings::retry_backoff_base_s()) * USECS_PER_SEC;
+    int64 cap = static_cast<int64>(idem::settings::retry_backoff_max_s()) * USECS_PER_SEC;
+    uint64 random = pg_prng_uint64(&pg_global_prng_state);
+    int64 delay = IDEM_NOTHROW(idem::retry_delay_usec(attempts, base, cap, random));
+    r.available = call_cpp([&] { return idem::add_usec(now, delay); });
+    return r;
+}
+
+// IK002 or IK003, worded for the queue.
+void refuse(const Names &q, Found found, const char *status, int32 current, int32 attempt,
+            const char *action) {
+    if (found == Found::Leased && current == attempt)
+        elog(ERROR, "%s of the owning attempt changed concurrently", q.event);
+    if (found == Found::Finished)
+        ereport(ERROR, (errcode(IK_FINISHED), errmsg("the event is already %s", status),
+                        errdetail("Attempt %d finished it.", current)));
+    ereport(ERROR,
+            (errcode(IK_FENCED), errmsg("attempt %d no longer owns this event", attempt),
+             found == Found::Leased
+                 ? errdetail("The current attempt is %d: the lease expired and another worker "
+                             "took the event.",
+                             current)
+             : current == 0
+                 ? errdetail("The event is queued and was never taken by %s.", q.next)
+                 : errdetail("The event is queued again after attempt %d failed.", current),
+             errhint("Do not %s it; roll back this attempt's effects.", action)));
+    pg_unreachable();
+}
+
+// IK001.
+void not_found(const Names &q, const char *detail) {
+    ereport(ERROR,
+            (errcode(IK_NOT_FOUND), errmsg("%s not found", q.event), errdetail("%s", detail)));
+    pg_unreachable();
+}
+
+} // namespace idem::pg::queue
