@@ -34,8 +34,8 @@ using idem::pg::inbox::checked_varlena;
 constexpr size_t MAX_TOPIC = 255;
 constexpr size_t MAX_KEY = 1024;
 constexpr int MAX_BATCH = 10000;
-// pg_locks shows the key lock as an advisory lock with objsubid 17732 ('ID'), apart from the
-// key spaces of pg_advisory_xact_lock (1: bigint, 2: two integers).
+// pg_locks shows the key lock as an advisory lock with objsubid 18756 (0x4944, 'ID'), apart
+// from the key spaces of pg_advisory_xact_lock (1: bigint, 2: two integers).
 constexpr uint16 KEY_LOCK_SPACE = 0x4944;
 
 const queue::Names NAMES{"outbox event", "idem_outbox_next", "pending"};
