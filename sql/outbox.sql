@@ -220,6 +220,15 @@ SELECT pg_sleep(0.02);
 SELECT take('t_maxlease') AS budget_used;
 SELECT * FROM ob WHERE topic = 't_maxlease';
 SELECT try_detail(format('SELECT idem_outbox_done(%L, 2)', ob_id('t_maxlease', 'm1')));
+-- an event that turns dead gives its place in the batch to the next due one: a batch of 1 is
+-- not empty while a due event waits behind two dead ones
+SET idempotency.max_attempts = 1;
+SELECT count(idem_outbox_emit('t_deadslot', jsonb_build_object('n', n), k)) AS emitted
+FROM (VALUES ('d1', 'k1'), ('d2', 'k2'), ('x1', NULL)) v(n, k);
+SELECT take('t_deadslot', 2, interval '1 millisecond') AS leased;
+SELECT pg_sleep(0.02);
+SELECT take('t_deadslot', 1) AS batch_of_1;
+SELECT n, status, attempt, last_error FROM ob WHERE topic = 't_deadslot';
 -- idempotency.max_attempts = 0: no limit
 SET idempotency.max_attempts = 0;
 SELECT idem_outbox_emit('t_nolimit', '{"n": "n1"}') IS NOT NULL AS emitted;
