@@ -157,6 +157,34 @@ SELECT count(*) AS batch_10000 FROM idem_outbox_next('t_no_such_topic', 10000);
 SELECT count(*) AS batch_null FROM idem_outbox_next('t_no_such_topic', NULL);
 
 
+-- the saved statements never scan the outbox sequentially, however small it was when they were
+-- planned (ANALYZE of a small outbox invalidates the plans): 20 cycles of emit (also with a
+-- dedup_key, new and duplicate), next, done, fail and requeue, 0 sequential scans
+SELECT count(idem_outbox_emit('t_plan', jsonb_build_object('n', i::text), 'k' || (i % 3))) AS emitted
+FROM generate_series(1, 30) i;
+ANALYZE idempotency.outbox;
+SELECT pg_stat_force_next_flush();
+CREATE TEMP TABLE scans_before AS
+    SELECT seq_scan FROM pg_stat_user_tables WHERE relid = 'idempotency.outbox'::regclass;
+DO $$
+DECLARE r record;
+BEGIN
+    FOR i IN 1..20 LOOP
+        PERFORM idem_outbox_emit('t_plan', jsonb_build_object('n', 'e' || i), dedup_key => 'plan-' || i);
+        PERFORM idem_outbox_emit('t_plan', jsonb_build_object('n', 'e' || i), dedup_key => 'plan-' || i);
+        SELECT * INTO r FROM idem_outbox_next('t_plan', 1);
+        PERFORM idem_outbox_fail(r.event_id, r.attempt, false);
+        PERFORM idem_outbox_requeue(r.event_id);
+        SELECT * INTO r FROM idem_outbox_next('t_plan', 1);
+        PERFORM idem_outbox_done(r.event_id, r.attempt);
+    END LOOP;
+END $$;
+SELECT pg_stat_force_next_flush();
+SELECT s.seq_scan - b.seq_scan AS seq_scans,
+       (SELECT count(*) FROM idempotency.outbox WHERE topic = 't_plan' AND status = 'done' AND attempt = 2) AS done
+FROM pg_stat_user_tables s, scans_before b WHERE s.relid = 'idempotency.outbox'::regclass;
+DROP TABLE scans_before;
+
 -- per-key order: an event of a key is handed out only when every earlier event of its key is
 -- done; keyless events and the events of other keys keep flowing (no head-of-line block)
 SELECT count(idem_outbox_emit('t_order', jsonb_build_object('n', n), k)) AS emitted
