@@ -145,7 +145,7 @@ struct Emit {
 Emit emit_args(FunctionCallInfo fcinfo) {
     Emit e{};
     require_arg(fcinfo, 0, "topic");
-    require_arg(fcinfo, 1, "payload", "Pass '{}' or '\\x' for an event without a body.");
+    require_arg(fcinfo, 1, "payload", "Pass '{}' or '\\x'::bytea for an event without a body.");
     e.topic = checked_varlena(PG_GETARG_DATUM(0), "topic", MAX_TOPIC, false);
     e.payload = PG_GETARG_DATUM(1);
     e.key_null = PG_ARGISNULL(2);
@@ -330,37 +330,13 @@ IDEM_PG_FUNCTION(idem_outbox_next) {
     SPIPlanPtr plan = direct::citus_table(relid)
                           ? saved_plan(&plan_next_citus, SQL_NEXT_CITUS, 6, NEXT_TYPES, 0)
                           : saved_plan(&plan_next, SQL_NEXT, 6, NEXT_TYPES);
-    // An event whose last attempt's lease expired turns dead in the statement and takes a place
-    // of the batch: the statement runs again for those places, so that a batch of 1 never comes
-    // back empty while a due event waits behind a dead one.
-    int64 left = batch;
-    for (;;) {
-        Datum v[6] = {topic,
-                      TimestampTzGetDatum(now),
-                      Int64GetDatum(left),
-                      TimestampTzGetDatum(lease_expires),
-                      Int32GetDatum(max_attempts),
-                      BoolGetDatum(dead_blocks)};
-        uint64 n = exec(plan, v, nullptr, false, 0);
-        uint64 dead = 0;
-        for (uint64 r = 0; r < n; r++) {
-            bool isnull;
-            text *st = DatumGetTextPP(col(r, NEXT_NCOLS + 1, &isnull));
-            if (VARDATA_ANY(st)[0] != 'l') { // dead: the lease of its last attempt expired
-                idem::operations::count(idem::operations::OutboxDead);
-                dead++;
-                continue;
-            }
-            Datum values[NEXT_NCOLS];
-            bool nulls[NEXT_NCOLS];
-            for (int c = 0; c < NEXT_NCOLS; c++)
-                values[c] = col(r, c + 1, &nulls[c]);
-            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-            left--;
-        }
-        if (dead == 0 || left == 0)
-            break;
-    }
+    Datum v[6] = {topic,
+                  TimestampTzGetDatum(now),
+                  Int64GetDatum(batch),
+                  TimestampTzGetDatum(lease_expires),
+                  Int32GetDatum(max_attempts),
+                  BoolGetDatum(dead_blocks)};
+    queue::lease_batch(plan, v, 2, batch, NEXT_NCOLS, 'l', idem::operations::OutboxDead, rsinfo);
     leave(&su);
     return (Datum)0;
 }
