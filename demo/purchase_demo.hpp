@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -96,6 +97,7 @@ inline int listen_unix(const std::string &path) {
     return fd;
 }
 
+// Milliseconds until deadline (negative once past).
 inline long ms_left(std::chrono::steady_clock::time_point deadline) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
                                                                  std::chrono::steady_clock::now())
