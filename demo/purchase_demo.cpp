@@ -184,7 +184,7 @@ void license_worker(int report, bool die_after_issue) {
 
 // The relay: outbox topic webhooks.out -> the CRM's endpoint as Standard Webhooks. webhook-id
 // is the event id (the same on every retry: what the receiver dedups on), each attempt signed
-// anew with its own timestamp. No answer within 1 s: idem_outbox_fail, retried after a backoff.
+// anew with its own timestamp. No answer within 2 s: idem_outbox_fail, retried after a backoff.
 void relay(int report) {
     pqxx::connection c(conninfo(kDb));
     for (;;) {
@@ -195,16 +195,16 @@ void relay(int report) {
             int http = demo::post(
                 g_dir + "/crm.sock",
                 {{"webhook-id", id}, {"webhook-timestamp", ts}, {"webhook-signature", sig}}, body,
-                1000, &answer);
+                2000, &answer);
             if (http >= 200 && http < 300)
                 result = one(c, "SELECT idem_outbox_done($1::uuid, $2)", id, attempt);
             else
                 result = one(c, "SELECT idem_outbox_fail($1::uuid, $2, true, $3)", id, attempt,
-                             http ? "HTTP " + std::to_string(http) : "no answer within 1 s");
+                             http ? "HTTP " + std::to_string(http) : "no answer within 2 s");
             say("    [relay pid %d] POST license.issued webhook-id %s attempt %d: %s -> %s",
                 int(getpid()), id.c_str(), attempt,
                 http ? ("HTTP " + std::to_string(http) + " " + answer).c_str()
-                     : "no answer within 1 s",
+                     : "no answer within 2 s",
                 result.c_str());
             dprintf(report, "attempt=%d http=%d answer=%s result=%s\n", attempt, http,
                     answer.empty() ? "-" : answer.c_str(), result.c_str());
@@ -214,7 +214,7 @@ void relay(int report) {
 }
 
 // The CRM's endpoint (its own database): verify + inbox + the notification row in one
-// transaction. Its first answer comes only after 1.5 s (after the commit), too late for the relay.
+// transaction. Its first answer comes only after 3 s (after the commit), too late for the relay.
 void crm_endpoint(int listen_fd, int report) {
     pqxx::connection c(conninfo(kCrmDb));
     bool slow = true;
@@ -237,10 +237,10 @@ void crm_endpoint(int listen_fd, int report) {
                                   id, m.body);
         tx.commit();
         say("    [receiver pid %d] webhook-id %s: %s%s", int(getpid()), id.c_str(), outcome.c_str(),
-            slow ? " (committed; the answer leaves only after 1.5 s)" : "");
+            slow ? " (committed; the answer leaves only after 3 s)" : "");
         dprintf(report, "outcome=%s\n", outcome.c_str());
         if (slow)
-            std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+            std::this_thread::sleep_for(std::chrono::milliseconds(3000));
         slow = false;
         demo::respond(fd, outcome == "invalid_signature" ? 401 : 200, outcome);
     });
