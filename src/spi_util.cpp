@@ -235,10 +235,17 @@ Datum result_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls) {
     Oid type = get_fn_expr_rettype(fcinfo->flinfo);
     if (!OidIsValid(type) || type == RECORDOID || fcinfo->flinfo->fn_extra != nullptr)
         return HeapTupleGetDatum(heap_form_tuple(result_desc(fcinfo), values, nulls));
-    TupleDesc desc = lookup_rowtype_tupdesc(type, -1);
-    HeapTuple tuple = heap_form_tuple(desc, values, nulls);
-    ReleaseTupleDesc(desc);
-    return HeapTupleGetDatum(tuple);
+    // The type cache's entry lives as long as the backend and an invalidation of the type only
+    // resets its tupDesc, so the entry is kept and asked again only then; the descriptor needs
+    // no pin (lookup_rowtype_tupdesc's reference count and resource owner entry), since nothing
+    // up to heap_form_tuple can process an invalidation (issue 18: 400 instructions a replay).
+    static TypeCacheEntry *entry = nullptr;
+    if (entry == nullptr || entry->type_id != type || entry->tupDesc == nullptr) {
+        entry = lookup_type_cache(type, TYPECACHE_TUPDESC);
+        if (entry->tupDesc == nullptr)
+            elog(ERROR, "type %u is not composite", type);
+    }
+    return HeapTupleGetDatum(heap_form_tuple(entry->tupDesc, values, nulls));
 }
 
 } // namespace idem::pg

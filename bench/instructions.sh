@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Instructions per call of bench/load.sh's statements (valgrind callgrind): deterministic where
+# throughput and CPU time on this shared machine are not (issue 18).
+#   bench/instructions.sh [SCRIPT...]   default: claim_replay select_replay claim_new insert_new
+#                                       env: IDEM_BENCH_PGPORT (54396), OUT
+# A throwaway cluster of its own (bench/lib.sh, bench/pgbench/setup.sql), then the postmaster
+# under callgrind (autovacuum off). For each script, tables as bench/load.sh resets them, one
+# pgbench client (-M prepared, synchronous_commit off) runs it 1,000 times in one backend, then
+# 3,000 times in another; per call = (instructions of the second backend - those of the first) /
+# 2,000: connection start, the first calls' catalog and plan caching and the exit cancel out.
+# Per-function figures: callgrind_annotate $OUT/SCRIPT.3000 (or .1000). Needs valgrind and root
+# or the postgres user; takes a minute or two per script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+SCRIPTS=${*:-claim_replay select_replay claim_new insert_new}
+OUT=${OUT:-/tmp/idem-instructions-$$}
+B=bench/pgbench
+command -v valgrind >/dev/null || { echo "bench/instructions.sh: needs valgrind" >&2; exit 2; }
+mkdir -p "$OUT"
+
+bench_cluster "${IDEM_BENCH_PGPORT:-54396}" off
+createdb bench
+psql -Xq -v ON_ERROR_STOP=1 -d bench -f $B/setup.sql
+as_pg=""
+[ "$(id -u)" = 0 ] && { as_pg="runuser -u postgres --"; chown postgres "$OUT"; }
+bin=$(pg_config --bindir)
+$as_pg "$bin/pg_ctl" -D "$IDEM_PGDIR/data" -w stop >/dev/null
+(cd / && $as_pg valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.%p" "$bin/postgres" \
+    -D "$IDEM_PGDIR/data" -c autovacuum=off >"$OUT/postmaster.log" 2>&1 &)
+for _ in $(seq 1 120); do pg_isready -q && break; sleep 1; done
+
+# total NAME: the instructions callgrind counted in the dump NAME.
+total() {
+    callgrind_annotate "$1" | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
+}
+
+echo "# $(date -u +%FT%TZ) $(pg_config --version); $(bench_build)" | tee "$OUT/instructions.txt"
+for s in $SCRIPTS; do
+    for n in 1000 3000; do
+        psql -Xq -d bench -c "DELETE FROM idempotency.records WHERE key NOT LIKE 'r%'" \
+            -c "TRUNCATE bench_bare.records, bench_pl.records" -c "VACUUM idempotency.records" \
+            -c "CHECKPOINT"
+        PGOPTIONS="-c synchronous_commit=off" pgbench -n -M prepared -c 1 -t $n -f "$B/$s.sql" \
+            bench >"$OUT/$s.$n.out" 2>&1 &
+        pgb=$!
+        pid=""
+        while [ -z "$pid" ] && kill -0 $pgb 2>/dev/null; do
+            pid=$(psql -XAtd bench -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbench'")
+            sleep 0.2
+        done
+        wait $pgb || { echo "pgbench failed: $s" >&2; tail "$OUT/$s.$n.out" >&2; exit 1; }
+        [ -n "$pid" ] || { echo "no backend seen for $s" >&2; exit 1; }
+        for _ in $(seq 1 100); do [ -s "$OUT/cg.$pid" ] && break; sleep 0.2; done
+        sleep 1 # the dump is written as the backend exits
+        mv "$OUT/cg.$pid" "$OUT/$s.$n"
+    done
+    a=$(total "$OUT/$s.1000")
+    b=$(total "$OUT/$s.3000")
+    echo "$s $(((b - a) / 2000)) instructions per call" | tee -a "$OUT/instructions.txt"
+done
+echo "results in $OUT"
