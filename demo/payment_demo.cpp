@@ -9,6 +9,7 @@
 //   payment_demo --break    the naive handler (no idem_claim): must print FAIL rows and exit 1;
 //                           also IDEM_DEMO_BREAK=1
 #include "common.hpp" // idem::db: the libpqxx calls that differ between versions; Barrier
+#include "results_table.hpp"
 
 #include <pqxx/pqxx>
 
@@ -266,10 +267,7 @@ std::string ids_text(const IdSet &ids) {
     return s + "}";
 }
 
-struct Row {
-    std::string scenario, expected, observed;
-    bool pass;
-};
+using demo::Row;
 std::vector<Row> g_rows;
 
 void report(const std::string &scenario, const std::string &expected, const std::string &observed,
@@ -279,24 +277,7 @@ void report(const std::string &scenario, const std::string &expected, const std:
 }
 
 void print_table() {
-    size_t w[3] = {8, 8, 8};
-    for (const auto &r : g_rows) {
-        w[0] = std::max(w[0], r.scenario.size());
-        w[1] = std::max(w[1], r.expected.size());
-        w[2] = std::max(w[2], r.observed.size());
-    }
-    auto line = [&](const std::string &a, const std::string &b, const std::string &c,
-                    const std::string &d) {
-        std::printf("| %-*s | %-*s | %-*s | %-6s |\n", int(w[0]), a.c_str(), int(w[1]), b.c_str(),
-                    int(w[2]), c.c_str(), d.c_str());
-    };
-    std::printf("\n");
-    line("scenario", "expected", "observed", "result");
-    std::printf("|%s|%s|%s|--------|\n", std::string(w[0] + 2, '-').c_str(),
-                std::string(w[1] + 2, '-').c_str(), std::string(w[2] + 2, '-').c_str());
-    for (const auto &r : g_rows)
-        line(r.scenario, r.expected, r.observed, r.pass ? "PASS" : "FAIL");
-    std::fflush(stdout);
+    demo::print_table(g_rows);
 }
 
 void banner(const std::string &s) {

@@ -17,8 +17,6 @@ namespace {
 using namespace idem::pg;
 using namespace idem::pg::inbox;
 
-constexpr int MAX_BATCH = 10000;
-
 const char *const SQL_GET = "SELECT " EVENT_COLUMNS " FROM idempotency.inbox i" WHERE_EVENT;
 
 // A finished event is kept for at least as long after the finish as its TTL was at receipt.
@@ -159,10 +157,7 @@ const char *status_name(char c) {
 IDEM_PG_FUNCTION(idem_inbox_next) {
     require_arg(fcinfo, 0, "consumer");
     Datum consumer = checked_varlena(PG_GETARG_DATUM(0), "consumer", MAX_CONSUMER, false);
-    int32 batch = PG_ARGISNULL(1) ? 10 : PG_GETARG_INT32(1);
-    if (batch < 1 || batch > MAX_BATCH)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                        errmsg("batch_size must be between 1 and %d", MAX_BATCH)));
+    int32 batch = idem::pg::queue::batch_arg(fcinfo, 1, 10);
     int64 lease_us = positive_interval_arg(fcinfo, 2, idem::settings::inbox_lease_s, "lease",
                                            "idempotency.inbox_lease");
     TimestampTz now = GetCurrentTimestamp();

@@ -27,6 +27,16 @@ int32 attempt_arg(FunctionCallInfo fcinfo, int argno, const Names &q) {
     return attempt;
 }
 
+// A batch is at most 10,000 events: one statement's row-address array and result.
+int32 batch_arg(FunctionCallInfo fcinfo, int argno, int32 default_size) {
+    constexpr int32 max_batch = 10000;
+    int32 batch = PG_ARGISNULL(argno) ? default_size : PG_GETARG_INT32(argno);
+    if (batch < 1 || batch > max_batch)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("batch_size must be between 1 and %d", max_batch)));
+    return batch;
+}
+
 // The argument, or the setting when it is NULL (or there is no argument).
 int32 max_attempts_arg(FunctionCallInfo fcinfo, int argno) {
     if (argno < 0 || PG_ARGISNULL(argno))

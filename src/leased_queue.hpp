@@ -25,6 +25,9 @@ struct Names {
 // A positive fencing token (argument argno, named "attempt"), or 22004 / 22023.
 int32 attempt_arg(FunctionCallInfo fcinfo, int argno, const Names &q);
 
+// The batch_size argument argno: default when NULL, else 1 .. 10000 (22023).
+int32 batch_arg(FunctionCallInfo fcinfo, int argno, int32 default_size);
+
 // The attempt budget: argument argno when given (positive, else 22023), otherwise
 // idempotency.max_attempts (0: no limit). argno < 0: the setting only.
 int32 max_attempts_arg(FunctionCallInfo fcinfo, int argno);

@@ -33,7 +33,6 @@ using idem::pg::inbox::checked_varlena;
 
 constexpr size_t MAX_TOPIC = 255;
 constexpr size_t MAX_KEY = 1024;
-constexpr int MAX_BATCH = 10000;
 // pg_locks shows the key lock as an advisory lock with objsubid 18756 (0x4944, 'ID'), apart
 // from the key spaces of pg_advisory_xact_lock (1: bigint, 2: two integers).
 constexpr uint16 KEY_LOCK_SPACE = 0x4944;
@@ -311,10 +310,7 @@ IDEM_PG_FUNCTION(idem_outbox_emit_bytes) {
 IDEM_PG_FUNCTION(idem_outbox_next) {
     require_arg(fcinfo, 0, "topic");
     Datum topic = checked_varlena(PG_GETARG_DATUM(0), "topic", MAX_TOPIC, false);
-    int32 batch = PG_ARGISNULL(1) ? 100 : PG_GETARG_INT32(1);
-    if (batch < 1 || batch > MAX_BATCH)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                        errmsg("batch_size must be between 1 and %d", MAX_BATCH)));
+    int32 batch = queue::batch_arg(fcinfo, 1, 100);
     int64 lease_us = inbox::positive_interval_arg(fcinfo, 2, idem::settings::outbox_lease_s,
                                                   "lease", "idempotency.outbox_lease");
     int32 max_attempts = queue::max_attempts_arg(fcinfo, -1);
