@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Cost of the outbox (issue 17), pgbench on a throwaway cluster of its own (port 54395, or
+# Cost of the outbox (issue 17), pgbench on a throwaway cluster of its own (port 54396, or
 # IDEM_BENCH_PGPORT; the cluster directory /tmp/idem-pg-$PORT is removed first and at the end).
 #   bench/outbox.sh   env: ROUNDS=5 SECS=10 CLIENTS=8 RELAYS="1 2 4" KEYS=1000 BACKLOG=...
 #                          FSYNC=on PARTS="emit relay" SC="off on" RELAY_SC=off NOTES=0
+#                          EMIT_VARIANTS=...
 #                          KEEP_LOGS=0 OUT=/tmp/...
 # Part emit: for each synchronous_commit setting and each round, runs every variant once in
 # alternating order (pgbench -n -M prepared -c CLIENTS -j 2 -T SECS), each on truncated tables
@@ -28,7 +29,8 @@
 # each run: nothing leased, every done event done at attempt 1, done + pending = BACKLOG, per
 # key the done events are the first ones (no pending event before a done one), and the backlog
 # not drained (else raise BACKLOG).
-# NOTES=1 adds outbox_emit_plpgsql (bench_o.emit, for information) to part emit.
+# NOTES=1 adds outbox_emit_plpgsql (bench_o.emit, for information) to part emit; EMIT_VARIANTS
+# replaces part emit's list (e.g. "outbox_emit_dedup outbox_insert_bare_dedup").
 # p50/p99: the latency of every transaction (relay: of every batch) from the pgbench -l log; the
 # tables give the median over the rounds; backend CPU per transaction (relay: per event). Prints
 # markdown tables for bench/RESULTS.md; raw figures and the pgbench outputs are kept in $OUT.
@@ -54,7 +56,7 @@ mkdir -p "$OUT"
 B=bench/pgbench
 SUMMARISE=bench/summarise.py
 
-bench_cluster "${IDEM_BENCH_PGPORT:-54395}" "$FSYNC"
+bench_cluster "${IDEM_BENCH_PGPORT:-54396}" "$FSYNC"
 createdb bench
 psql -Xq -v ON_ERROR_STOP=1 -d bench -f $B/outbox_setup.sql
 q() { psql -XAtq -v ON_ERROR_STOP=1 -d bench -c "$1"; }
@@ -66,7 +68,7 @@ echo "# $(date -u +%FT%TZ) $(nproc) cores, $(pg_config --version), fsync=$FSYNC,
 echo "# $(bench_build); bench scripts of $(git log -1 --format='%h %s' 2>/dev/null | cut -c1-60)"
 
 if [[ " $PARTS " == *" emit "* ]]; then
-    VARIANTS="outbox_emit outbox_insert_bare outbox_insert_bare_lock outbox_emit_dedup outbox_insert_bare_dedup"
+    VARIANTS=${EMIT_VARIANTS:-outbox_emit outbox_insert_bare outbox_insert_bare_lock outbox_emit_dedup outbox_insert_bare_dedup}
     RATIOS="outbox_emit/outbox_insert_bare/0.9 outbox_emit_dedup/outbox_insert_bare_dedup/0.9
             outbox_insert_bare_lock/outbox_insert_bare/0 outbox_emit/outbox_insert_bare_lock/0"
     if [ "$NOTES" = 1 ]; then
