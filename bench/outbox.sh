@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cost of the outbox (issue 17), pgbench on a throwaway cluster of its own (port 54396, or
+# Cost of the outbox (issue 17), pgbench on a throwaway cluster of its own (port 54398, or
 # IDEM_BENCH_PGPORT; the cluster directory /tmp/idem-pg-$PORT is removed first and at the end).
 #   bench/outbox.sh   env: ROUNDS=5 SECS=10 CLIENTS=8 RELAYS="1 2 4" KEYS=1000 BACKLOG=...
 #                          FSYNC=on PARTS="emit relay" SC="off on" RELAY_SC=off NOTES=0
@@ -56,7 +56,7 @@ mkdir -p "$OUT"
 B=bench/pgbench
 SUMMARISE=bench/summarise.py
 
-bench_cluster "${IDEM_BENCH_PGPORT:-54396}" "$FSYNC"
+bench_cluster "${IDEM_BENCH_PGPORT:-54398}" "$FSYNC"
 createdb bench
 psql -Xq -v ON_ERROR_STOP=1 -d bench -f $B/outbox_setup.sql
 q() { psql -XAtq -v ON_ERROR_STOP=1 -d bench -c "$1"; }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Instructions per call of the outbox's pgbench scripts (issue 17), deterministic where the
-# throughput of bench/outbox.sh is not: a throwaway cluster of its own (port 54397, or
+# throughput of bench/outbox.sh is not: a throwaway cluster of its own (port 54399, or
 # IDEM_BENCH_PGPORT) whose postmaster runs under valgrind --tool=callgrind (autovacuum off), one
 # pgbench client, synchronous_commit off; per script the backend's instructions of a run of N3
 # transactions minus those of a run of N1, divided by the calls between them (emit: 1,000
@@ -14,7 +14,7 @@ SCRIPTS=${*:-outbox_emit outbox_insert_bare outbox_insert_bare_lock outbox_emit_
     outbox_insert_bare_dedup outbox_emit_plpgsql outbox_relay_idem outbox_relay_plpgsql}
 OUT=${OUT:-/tmp/idem-outbox-cg-$$}
 mkdir -p "$OUT"
-bench_cluster "${IDEM_BENCH_PGPORT:-54397}" on
+bench_cluster "${IDEM_BENCH_PGPORT:-54399}" on
 createdb bench
 psql -Xq -v ON_ERROR_STOP=1 -d bench -f bench/pgbench/outbox_setup.sql
 as_pg=""
