@@ -16,6 +16,7 @@ GROUP is one word, its fields joined by ':' (e.g. "off" or "off:4"), named by --
   --variants "a b c"         the variants, in the order of the table
   --ratios "a/b/0.95 c/b/0"  ours/baseline/goal; goal 0: for information, no verdict
   --unit TPS                 the name of VALUE in the heading
+  --per tx                   what the CPU column is per (bench/outbox.sh's relay: event)
 
 A ratio is given two ways, both from the same run: the ratio of the medians, and the median of
 the per-round ratios (each round runs every variant once, back to back, so a round's ratio sees
@@ -81,14 +82,15 @@ def latency(prefix, samples):
 
 
 def parse_options(args):
-    opts = {'--variants': '', '--ratios': '', '--groups': 'group', '--unit': 'TPS'}
+    opts = {'--variants': '', '--ratios': '', '--groups': 'group', '--unit': 'TPS', '--per': 'tx'}
     while args:
         name = args.pop(0)
         if name not in opts or not args:
             sys.exit('summarise.py: bad option %s' % name)
         opts[name] = args.pop(0)
     ratios = [(a, b, float(g)) for a, b, g in (r.split('/') for r in opts['--ratios'].split())]
-    return opts['--variants'].split(), ratios, opts['--groups'].split(','), opts['--unit']
+    return (opts['--variants'].split(), ratios, opts['--groups'].split(','), opts['--unit'],
+            opts['--per'])
 
 
 def read_rows(path):
@@ -118,7 +120,7 @@ def group_cells(group):
 
 
 def summary(path, args, cpu):
-    variants, ratios, group_names, unit = parse_options(args)
+    variants, ratios, group_names, unit, per = parse_options(args)
     rows = [r for r in read_rows(path) if r['value'] > 0]
     groups = list(dict.fromkeys(r['group'] for r in rows))
     variants = variants or list(dict.fromkeys(r['variant'] for r in rows))
@@ -134,7 +136,7 @@ def summary(path, args, cpu):
     sep = '|'.join('---' for _ in group_names)
 
     value = 'backend CPU µs per transaction, median (min-max)' if cpu else 'median %s (min-max)' % unit
-    lat = (' p50 ms | p99 ms |' if with_latency else '') + (' backend CPU µs/tx |' if with_cpu else '')
+    lat = (' p50 ms | p99 ms |' if with_latency else '') + (' backend CPU µs/%s |' % per if with_cpu else '')
     print('| %s | variant | %s |%s rounds |' % (head, value, lat))
     print('|%s|---|---:|%s---:|' % (sep, ('---:|---:|' if with_latency else '') + ('---:|' if with_cpu else '')))
     for g in groups:
