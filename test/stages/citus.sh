@@ -708,6 +708,37 @@ expect "idem_stuck() on the coordinator" "$(q 0 "SELECT string_agg(scope || '/' 
 expect "idem_stats: stuck over the cluster" "$(q 0 "SELECT sum(stuck) FROM idem_stats WHERE scope LIKE 'stuck-%'")" 2
 say "idem_stuck() and idem_stats on the coordinator list the stuck operation of each worker ($stuck_scopes )"
 
+# Upgrading a distributed cluster from 0.4: ALTER EXTENSION idempotency UPDATE on the coordinator
+# (Citus runs it on the workers too) adds the inbox's available_at to every inbox shard and makes
+# the outbox a local table; a second idem_distribute() distributes it (an event emitted before
+# moves into its shard) and delegates idem_outbox_next, leaving the rest as it was.
+q 0 "DROP TABLE orders" >/dev/null || fail "DROP TABLE orders"
+q 0 "DROP EXTENSION idempotency CASCADE" >/dev/null || fail "DROP EXTENSION idempotency"
+q 0 "CREATE EXTENSION idempotency VERSION '0.4'" || fail "CREATE EXTENSION idempotency VERSION '0.4'"
+expect "idem_distribute() of 0.4 (changed rows)" "$(q 0 "SELECT count(*) FROM idem_distribute()")" 14
+s=$(scope_on 1 upgrade)
+c=$(scope_on 2 upgrade)
+expect "0.4: claim" "$(qv 0 "SELECT outcome FROM idem_claim('$s', 'k', '\\x01')")" claimed
+expect "0.4: complete" "$(qv 0 "SELECT idem_complete('$s', 'k', 1, 'r')")" t
+expect "0.4: queued inbox entry" "$(qv 0 "SELECT idem_inbox_receive('$c', 'job', enqueue => true)")" new
+expect "ALTER EXTENSION idempotency UPDATE" "$(qv 0 "ALTER EXTENSION idempotency UPDATE")" ""
+expect "versions (coordinator worker1 worker2)" \
+    "$(for i in 0 1 2; do q $i "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"; done | paste -sd' ')" "0.5 0.5 0.5"
+expect "inbox placements with available_at" \
+    "$(q 0 "SELECT count(*) FROM run_command_on_placements('idempotency.inbox', \$\$SELECT count(*) FROM pg_attribute WHERE attrelid = '%s'::regclass AND attname = 'available_at'\$\$) WHERE result = '1'")" \
+    "$(q 0 "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'idempotency.inbox'::regclass")"
+ut=upgrade-topic
+expect "emit before the outbox is distributed" "$(qv 0 "SELECT idem_outbox_emit('$ut', '{\"n\": 1}'::jsonb, 'A') IS NOT NULL")" t
+expect "idem_distribute() after the update (what changed)" \
+    "$(q 0 "SELECT string_agg(object || ': ' || action, ', ' ORDER BY object) FROM idem_distribute() WHERE action NOT LIKE 'unchanged%'")" \
+    "idempotency.outbox: distributed by topic, public.idem_outbox_next(text,integer,interval): delegated by topic"
+expect "rows in the shell tables idempotency.outbox" "$(shell_rows outbox)" "0 0 0"
+expect "the event emitted before, in the shards" "$(q 0 "SELECT count(*) FROM idempotency.outbox WHERE topic = '$ut'")" 1
+expect "0.5 after the update: replay" "$(qv 0 "SELECT outcome || ' ' || resource_id FROM idem_claim('$s', 'k', '\\x01')")" "replayed r"
+expect "0.5 after the update: inbox next" "$(qv 0 "SELECT event_id || ' ' || attempt FROM idem_inbox_next('$c', 10)")" "job 1"
+expect "0.5 after the update: outbox next" "$(qv 0 "SELECT payload->>'n' FROM idem_outbox_next('$ut', 10)")" 1
+say "0.4 -> 0.5 on the cluster: ALTER EXTENSION UPDATE on every node, available_at in every inbox shard; a second idem_distribute() distributed the outbox (its event moved into the shard) and delegated idem_outbox_next; replay, inbox next, outbox next"
+
 # --- still to come (issue 16 "Tests") ---------------------------------------------------------
 # - a shard moved (citus_move_shard_placement, block_writes) mid-load
 
