@@ -520,7 +520,7 @@ def check_sqlstates():
 def check_names(doc_files, known, settings):
     """idem_* and idempotency.* names in prose and in blocks that are not run must exist (a run
     block is checked by running it)."""
-    tables = {"records", "inbox", "inbox_entities", "inbox_queue"}
+    tables = {"records", "inbox", "inbox_entities", "inbox_queue", "outbox", "outbox_seq"}
     files = {"control", "so", "cpp", "hpp", "sql"}
     for f in doc_files:
         fence = None
