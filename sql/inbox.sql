@@ -128,6 +128,15 @@ SELECT pg_sleep(0.01);
 SELECT count(*) AS taken FROM idem_inbox_next('t_backoff');
 SELECT status, attempt, last_error, lease_expires_at FROM idempotency.inbox
 WHERE consumer = 't_backoff' AND event_id = 'b-2';
+-- an event that turns failed gives its place in the batch to the next due one: a batch of 1 is
+-- not empty while a due event waits behind two dead ones (src/leased_queue.cpp, lease_batch)
+SET idempotency.max_attempts = 1;
+SELECT idem_inbox_receive('t_deadslot', e, enqueue => true) FROM unnest(ARRAY['d1', 'd2']) e;
+SELECT count(*) AS leased FROM idem_inbox_next('t_deadslot', 2, interval '1 millisecond');
+SELECT idem_inbox_receive('t_deadslot', 'x1', enqueue => true);
+SELECT pg_sleep(0.01);
+SELECT event_id, attempt FROM idem_inbox_next('t_deadslot', 1);
+SELECT event_id, status, attempt FROM idempotency.inbox WHERE consumer = 't_deadslot' ORDER BY 1;
 -- 0: no limit
 SET idempotency.max_attempts = 0;
 SELECT idem_inbox_receive('t_backoff', 'b-3', enqueue => true);

@@ -183,20 +183,8 @@ IDEM_PG_FUNCTION(idem_inbox_next) {
                           : saved_plan(&plan_next[v05], SQL_NEXT[v05], 5, NEXT_TYPES);
     Datum v[5] = {consumer, TimestampTzGetDatum(now), Int64GetDatum(batch),
                   TimestampTzGetDatum(lease_expires), Int32GetDatum(max_attempts)};
-    uint64 n = exec(plan, v, nullptr, false, 0);
-    for (uint64 r = 0; r < n; r++) {
-        bool isnull;
-        if (*VARDATA_ANY(DatumGetTextPP(col(r, NEXT_NCOLS + 1, &isnull))) == 'f') {
-            idem::operations::count(idem::operations::InboxDead); // no attempt left
-            continue;
-        }
-        Datum values[NEXT_NCOLS];
-        bool nulls[NEXT_NCOLS];
-        for (int c = 0; c < NEXT_NCOLS; c++)
-            values[c] = col(r, c + 1, &nulls[c]);
-        // tuplestore_putvalues copies the row into the tuplestore's own memory
-        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-    }
+    idem::pg::queue::lease_batch(plan, v, 2, batch, NEXT_NCOLS, 'p', idem::operations::InboxDead,
+                                 rsinfo);
     idem::pg::leave(&su);
     return (Datum)0;
 }

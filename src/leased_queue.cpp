@@ -2,12 +2,16 @@
 // with backoff, and the refusal of a stale or finished attempt.
 #include "leased_queue.hpp"
 #include "errors.hpp"
+#include "operations.hpp"
 #include "settings.hpp"
+#include "spi_util.hpp"
 
 #include "lease.hpp"
 
 extern "C" {
 #include "common/pg_prng.h"
+#include "funcapi.h"
+#include "utils/tuplestore.h"
 }
 
 namespace idem::pg::queue {
@@ -58,7 +62,10 @@ void refuse(const Names &q, Found found, const char *status, int32 current, int3
                         errdetail("Attempt %d finished it.", current)));
     ereport(ERROR,
             (errcode(IK_FENCED), errmsg("attempt %d no longer owns this event", attempt),
-             found == Found::Leased
+             found == Found::Leased && attempt > current
+                 ? errdetail("Attempt %d was never handed out: the current attempt is %d.", attempt,
+                             current)
+             : found == Found::Leased
                  ? errdetail("The current attempt is %d: the lease expired and another worker "
                              "took the event.",
                              current)
@@ -67,6 +74,35 @@ void refuse(const Names &q, Found found, const char *status, int32 current, int3
                  : errdetail("The event is queued again after attempt %d failed.", current),
              errhint("Do not %s it; roll back this attempt's effects.", action)));
     pg_unreachable();
+}
+
+// Again for the places of the rows that turned dead; a new pass sees the rows leased before.
+void lease_batch(SPIPlanPtr plan, Datum *values, int batch_param, int64 batch, int ncols,
+                 char leased, int dead_counter, ReturnSetInfo *rsinfo) {
+    int64 left = batch;
+    for (;;) {
+        values[batch_param] = Int64GetDatum(left);
+        uint64 n = exec(plan, values, nullptr, false, 0);
+        uint64 dead = 0;
+        for (uint64 r = 0; r < n; r++) {
+            bool isnull;
+            if (*VARDATA_ANY(DatumGetTextPP(col(r, ncols + 1, &isnull))) != leased) {
+                idem::operations::count(static_cast<idem::operations::Counter>(dead_counter));
+                dead++;
+                continue;
+            }
+            Datum row[32];
+            bool nulls[32];
+            Assert(ncols <= 32);
+            for (int c = 0; c < ncols; c++)
+                row[c] = col(r, c + 1, &nulls[c]);
+            // tuplestore_putvalues copies the row into the tuplestore's own memory
+            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
+            left--;
+        }
+        if (dead == 0 || left == 0)
+            return;
+    }
 }
 
 // IK001.

@@ -9,6 +9,8 @@
 
 extern "C" {
 #include "datatype/timestamp.h"
+#include "executor/spi.h"
+#include "nodes/execnodes.h"
 }
 
 namespace idem::pg::queue {
@@ -43,6 +45,15 @@ enum class Found { Queued, Leased, Finished };
 // action ("complete", "fail") goes into the hint.
 [[noreturn]] void refuse(const Names &q, Found found, const char *status, int32 current,
                          int32 attempt, const char *action);
+
+// Runs a queue's leasing statement (a saved plan whose parameter batch_param, 0-based, is the
+// LIMIT) and puts the leased rows' first ncols columns into the function's result. The statement
+// also turns dead the events whose last attempt's lease expired, returning them with a status
+// (column ncols + 1) other than leased; those are left out, counted as dead_counter, and the
+// statement runs again for the places they took, so that a batch never comes back short while a
+// due event waits behind a dead one.
+void lease_batch(SPIPlanPtr plan, Datum *values, int batch_param, int64 batch, int ncols,
+                 char leased, int dead_counter, ReturnSetInfo *rsinfo);
 
 // IK001: no such event (detail says which).
 [[noreturn]] void not_found(const Names &q, const char *detail);

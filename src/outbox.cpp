@@ -38,8 +38,8 @@ using idem::pg::inbox::checked_varlena;
 constexpr size_t MAX_TOPIC = 255;
 constexpr size_t MAX_KEY = 1024;
 constexpr int MAX_BATCH = 10000;
-// pg_locks shows the key lock as an advisory lock with objsubid 17732 ('ID'), apart from the
-// key spaces of pg_advisory_xact_lock (1: bigint, 2: two integers).
+// pg_locks shows the key lock as an advisory lock with objsubid 18756 (0x4944, 'ID'), apart
+// from the key spaces of pg_advisory_xact_lock (1: bigint, 2: two integers).
 constexpr uint16 KEY_LOCK_SPACE = 0x4944;
 
 const queue::Names NAMES{"outbox event", "idem_outbox_next", "pending"};
@@ -183,7 +183,7 @@ struct Emit {
 Emit emit_args(FunctionCallInfo fcinfo) {
     Emit e{};
     require_arg(fcinfo, 0, "topic");
-    require_arg(fcinfo, 1, "payload", "Pass '{}' or '\\x' for an event without a body.");
+    require_arg(fcinfo, 1, "payload", "Pass '{}' or '\\x'::bytea for an event without a body.");
     e.topic = checked_varlena(PG_GETARG_DATUM(0), "topic", MAX_TOPIC, false);
     e.payload = PG_GETARG_DATUM(1);
     e.key_null = PG_ARGISNULL(2);
@@ -400,20 +400,7 @@ IDEM_PG_FUNCTION(idem_outbox_next) {
                   TimestampTzGetDatum(lease_expires),
                   Int32GetDatum(max_attempts),
                   BoolGetDatum(dead_blocks)};
-    uint64 n = exec(plan, v, nullptr, false, 0);
-    for (uint64 r = 0; r < n; r++) {
-        bool isnull;
-        text *st = DatumGetTextPP(col(r, NEXT_NCOLS + 1, &isnull));
-        if (VARDATA_ANY(st)[0] != 'l') { // dead: the lease of its last attempt expired
-            idem::operations::count(idem::operations::OutboxDead);
-            continue;
-        }
-        Datum values[NEXT_NCOLS];
-        bool nulls[NEXT_NCOLS];
-        for (int c = 0; c < NEXT_NCOLS; c++)
-            values[c] = col(r, c + 1, &nulls[c]);
-        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-    }
+    queue::lease_batch(plan, v, 2, batch, NEXT_NCOLS, 'l', idem::operations::OutboxDead, rsinfo);
     leave(&su);
     return (Datum)0;
 }

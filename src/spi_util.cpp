@@ -189,12 +189,10 @@ uint64 exec(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only, l
     // it is made without sequential scans, which a small table would get and keep (issue 18: a
     // queue's inbox churned from 200 to 10,000 rows under a sequential-scan plan). The setting
     // is undone after the statement, or by the (sub)transaction abort on an error.
-    int nest = -1;
-    if (needs_planning(plan)) {
-        nest = NewGUCNestLevel();
+    const int nest = needs_planning(plan) ? NewGUCNestLevel() : -1; // const: kept over setjmp
+    if (nest >= 0)
         (void)set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
                                 GUC_ACTION_SAVE, true, 0, false);
-    }
     volatile int rc = 0;
     PG_TRY();
     {

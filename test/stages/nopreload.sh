@@ -32,7 +32,7 @@ SQL
 )
 want='pg_cron
 f
-8 counters, 0 values
+15 counters, 0 values
 claimed
 nopreload 1'
 if [ "$got" != "$want" ]; then
@@ -164,6 +164,31 @@ SELECT val($$SELECT idem_webhook_verify_standard('whsec_MfKQ9r8GKYqrTwjUPD8ILPZI
 SELECT lease('30 s');
 SET idempotency.direct_access = off;
 SELECT val($$SELECT idem_inbox_receive('settings', 'e1', ttl => '1 day')$$);
+SQL
+# The queues' and the outbox's settings (0.5): a count, a duration that may be 0, Booleans. Each
+# call fails on the setting it reads and on no other: emit reads outbox_notify only, next the
+# lease, the attempt budget and the dead-key policy, done the TTL.
+RX="22023 The value \"x\" is not a whole number from 0 to 2147483647. $SET_"
+check "max_attempts, retry_backoff_base, outbox_ttl, outbox_dead_blocks_key, outbox_notify" \
+    "$RMAYBE | true | $RX | $RMAYBE | 1 | $R0 $SET_ | 22023 The value \"-1\" is -1 s, outside the valid range 0 s .. 2147483647 s. $SET_ | 1" <<'SQL'
+SET idempotency.outbox_notify = maybe;
+SET idempotency.max_attempts = x;
+SET idempotency.outbox_dead_blocks_key = maybe;
+SET idempotency.outbox_ttl = 0;
+SET idempotency.retry_backoff_base = -1;
+SELECT val($$SELECT idem_outbox_emit('settings', '{}') IS NOT NULL$$);
+RESET idempotency.outbox_notify;
+SELECT val($$SELECT idem_outbox_emit('settings', '{}') IS NOT NULL$$);
+SELECT val($$SELECT count(*) FROM idem_outbox_next('settings')$$);
+RESET idempotency.max_attempts;
+SELECT val($$SELECT count(*) FROM idem_outbox_next('settings')$$);
+RESET idempotency.outbox_dead_blocks_key;
+SELECT val($$SELECT count(*) FROM idem_outbox_next('settings', 1, '1 ms')$$);
+SELECT pg_sleep(0.01) \g /dev/null
+SELECT val($$SELECT idem_outbox_done(event_id, attempt) FROM idem_outbox_next('settings', 1, '1 ms')$$);
+SELECT val($$SELECT idem_outbox_fail(event_id, attempt) FROM idem_outbox_next('settings', 1, '1 ms')$$);
+RESET ALL;
+SELECT val($$SELECT count(*) FROM idem_outbox_next('settings', 1)$$);
 SQL
 # A parallel worker takes the session's settings over, an invalid value too: other queries still
 # run in workers, and a parallel safe function that reads the value fails there as well.
