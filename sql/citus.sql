@@ -38,8 +38,38 @@ INSERT INTO pg_catalog.pg_dist_partition VALUES ('pg_catalog.pg_class');
 SET client_min_messages = debug1;
 SELECT outcome FROM idem_claim('citus', 'other-listed');
 SET client_min_messages = warning;
+-- The outbox (0.5) listed: idem_outbox_next takes Citus's statement (no row addresses, planned
+-- per call); done, fail and requeue without a topic look the event's topic up first (on Citus
+-- their row locks would otherwise be a multi-shard query, which it refuses); on a worker
+-- (pg_dist_local_group names a group other than the coordinator's 0) emit is refused.
+DELETE FROM pg_catalog.pg_dist_partition;
+INSERT INTO pg_catalog.pg_dist_partition VALUES ('idempotency.outbox');
+SET allow_system_table_mods = on;
+CREATE TABLE pg_catalog.pg_dist_local_group (groupid integer NOT NULL);
+RESET allow_system_table_mods;
+INSERT INTO pg_catalog.pg_dist_local_group VALUES (0);
+SELECT idem_outbox_emit('citus', '{"n": 1}'::jsonb, 'A') IS NOT NULL AS emitted,
+       idem_outbox_emit('citus', '{"n": 2}'::jsonb, 'A') IS NOT NULL AS emitted_too;
+SELECT payload->>'n' AS n, attempt FROM idem_outbox_next('citus', 10);
+CREATE TEMP TABLE ev AS SELECT payload->>'n' AS n, event_id FROM idempotency.outbox WHERE topic = 'citus';
+SELECT try(format('SELECT idem_outbox_done(%L, 2)', event_id)) AS stale_done FROM ev WHERE n = '1';
+SELECT idem_outbox_fail(event_id, 1, retryable => false) AS failed FROM ev WHERE n = '1';
+SELECT idem_outbox_requeue(event_id) AS requeued FROM ev WHERE n = '1';
+SELECT payload->>'n' AS n, attempt FROM idem_outbox_next('citus', 10);
+SELECT idem_outbox_done(event_id, 2) AS done FROM ev WHERE n = '1';
+SELECT try(format('SELECT idem_outbox_requeue(%L)', idem_uuid_v7())) AS unknown_requeue;
+SELECT payload->>'n' AS n, attempt FROM idem_outbox_next('citus', 10);
+SELECT idem_outbox_done(event_id, 1, 'citus') AS done FROM ev WHERE n = '2';
+UPDATE pg_catalog.pg_dist_local_group SET groupid = 1;
+SELECT try($$SELECT idem_outbox_emit('citus', '{}'::jsonb)$$, true) AS emit_on_a_worker;
+-- a worker whose outbox Citus does not list: emit writes (no Citus outbox to protect)
+DELETE FROM pg_catalog.pg_dist_partition;
+SELECT idem_outbox_emit('citus', '{"n": 3}'::jsonb) IS NOT NULL AS emitted;
+SELECT payload->>'n' AS n, status, attempt FROM idempotency.outbox WHERE topic = 'citus' ORDER BY seq;
+DELETE FROM idempotency.outbox WHERE topic = 'citus';
 SET allow_system_table_mods = on;
 DROP TABLE pg_catalog.pg_dist_partition;
+DROP TABLE pg_catalog.pg_dist_local_group;
 RESET allow_system_table_mods;
 SELECT key, status, attempt FROM idempotency.records WHERE scope = 'citus' ORDER BY key;
 DELETE FROM idempotency.records WHERE scope = 'citus';

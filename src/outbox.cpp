@@ -16,6 +16,10 @@
 #include "utilities.hpp"
 
 extern "C" {
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/pg_namespace.h"
 #include "commands/async.h"
 #include "common/hashfn.h"
 #include "funcapi.h"
@@ -131,8 +135,42 @@ const Oid FAIL_TYPES[] = {UUIDOID, INT4OID,        BOOLOID, TIMESTAMPTZOID,
 const char *const SQL_REQUEUE[2] = {OUTBOX_REQUEUE, OUTBOX_REQUEUE AND_TOPIC(3)};
 const Oid REQUEUE_TYPES[] = {UUIDOID, TIMESTAMPTZOID, TEXTOID};
 
-SPIPlanPtr plan_emit, plan_emit_dedup, plan_dedup_id, plan_next, plan_next_citus;
+// On Citus, the topic of an event named by its id alone (one read of every shard).
+const char *const SQL_TOPIC = "SELECT o.topic FROM idempotency.outbox o WHERE o.event_id "
+                              "OPERATOR(pg_catalog.=) $1 LIMIT 1";
+const Oid TOPIC_TYPES[] = {UUIDOID};
+
+SPIPlanPtr plan_emit, plan_emit_dedup, plan_dedup_id, plan_next, plan_next_citus, plan_topic;
 SPIPlanPtr plan_done[2], plan_get[2], plan_fail[2], plan_requeue[2];
+
+// True on a Citus worker: Citus's one-row catalog pg_dist_local_group names a group other than
+// the coordinator's (0). No such catalog, no Citus. Read by a plain catalog scan, as
+// direct::citus_table reads pg_dist_partition.
+bool on_citus_worker() {
+    Oid grp = get_relname_relid("pg_dist_local_group", PG_CATALOG_NAMESPACE);
+    if (!OidIsValid(grp))
+        return false;
+    AttrNumber att = get_attnum(grp, "groupid");
+    if (att == InvalidAttrNumber)
+        return false;
+    Relation r = table_open(grp, AccessShareLock);
+    SysScanDesc scan = systable_beginscan(r, InvalidOid, false, nullptr, 0, nullptr);
+    HeapTuple tup = systable_getnext(scan);
+    bool worker = false;
+    if (HeapTupleIsValid(tup)) {
+        bool isnull;
+        Datum g = heap_getattr(tup, att, RelationGetDescr(r), &isnull);
+        worker = !isnull && DatumGetInt32(g) != 0;
+    }
+    systable_endscan(scan);
+    table_close(r, AccessShareLock);
+    return worker;
+}
+
+// The outbox is a Citus table (distributed by idem_distribute()).
+bool citus_outbox() {
+    return direct::citus_table(get_relname_relid("outbox", extension_schema()));
+}
 
 // The arguments of an emit, checked.
 struct Emit {
@@ -196,6 +234,17 @@ Datum emit(FunctionCallInfo fcinfo, Body body) {
         e.payload = DirectFunctionCall1(jsonb_in, CStringGetDatum(TextDatumGetCString(e.payload)));
     TimestampTz now = GetCurrentTimestamp();
     TimestampTz available = inbox::add_usec(now, e.deliver_after_us);
+    // On Citus every emit runs on the coordinator (idem_distribute() does not delegate it): the
+    // key lock and the sequence number order a key's events only when all its emits take both
+    // on one node, and emits in a transaction block, the usual kind, run on the coordinator.
+    if (on_citus_worker() && citus_outbox())
+        ereport(ERROR,
+                (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                 errmsg("idem_outbox_emit runs on the Citus coordinator, not on a worker"),
+                 errdetail("The per-key order of the outbox rests on the coordinator's key lock "
+                           "and its sequence idempotency.outbox_seq."),
+                 errhint("Connect to the coordinator and emit there (in the transaction of the "
+                         "state change).")));
     pg_uuid_t *id = new_uuid_v7();
     if (!e.key_null)
         lock_key(e.topic, e.key);
@@ -257,6 +306,21 @@ bool topic_arg(FunctionCallInfo fcinfo, int argno, Datum *topic) {
     if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
         return false;
     *topic = checked_varlena(PG_GETARG_DATUM(argno), "topic", MAX_TOPIC, false);
+    return true;
+}
+
+// On Citus, the topic of an event named without one, so that the statements that follow are
+// routed to the topic's shard: Citus refuses a row lock in a multi-shard query (0A000), and
+// fail, requeue and every refusal read the row FOR UPDATE. IK001 when no shard has the event.
+// False (nothing read) when the outbox is not a Citus table.
+bool citus_topic(Datum id, Datum *topic) {
+    if (!citus_outbox())
+        return false;
+    Datum v[1] = {id};
+    if (exec(saved_plan(&plan_topic, SQL_TOPIC, 1, TOPIC_TYPES, 0), v, nullptr, false, 1) == 0)
+        queue::not_found(NAMES, "No such event: it was never emitted, or it was done and purged.");
+    bool isnull;
+    *topic = col(0, 1, &isnull);
     return true;
 }
 
@@ -350,6 +414,8 @@ IDEM_PG_FUNCTION(idem_outbox_done) {
 
     SavedUser su;
     enter(&su);
+    if (!has_topic)
+        has_topic = citus_topic(id, &topic);
     int t = has_topic ? 1 : 0;
     Datum v[5] = {id, Int32GetDatum(attempt), TimestampTzGetDatum(now),
                   TimestampTzGetDatum(expires), topic};
@@ -375,6 +441,8 @@ IDEM_PG_FUNCTION(idem_outbox_fail) {
 
     SavedUser su;
     enter(&su);
+    if (!has_topic)
+        has_topic = citus_topic(id, &topic);
     Row r = get_row(id, has_topic, topic);
     if (r.status != 'l' || r.attempt != attempt)
         refuse(r, attempt, "fail");
@@ -407,6 +475,8 @@ IDEM_PG_FUNCTION(idem_outbox_requeue) {
 
     SavedUser su;
     enter(&su);
+    if (!has_topic)
+        has_topic = citus_topic(id, &topic);
     int t = has_topic ? 1 : 0;
     Datum v[3] = {id, TimestampTzGetDatum(now), topic};
     if (exec(saved_plan(&plan_requeue[t], SQL_REQUEUE[t], 2 + t, REQUEUE_TYPES), v, nullptr, false,

@@ -15,8 +15,8 @@
 # did), then SELECT * FROM idem_distribute(). Every row must then land in the shard that owns
 # its scope (or consumer), on the worker that holds that shard, and none in a shell table (the
 # relation itself, counted with pgstattuple on every node); then every outcome on every worker,
-# a 40-way race, both call styles, the inbox and the purge (the sections below say what each
-# checks).
+# a 40-way race, both call styles, the inbox, the purge and the outbox (the sections below say
+# what each checks).
 #
 # Exit status: 0 passed, 1 failed, 77 skipped (no tarball, a major Citus does not support, or
 # outside a chroot without IDEM_CITUS_INSTALL=1: it installs Citus into this machine's
@@ -171,17 +171,18 @@ fi
 
 # --- idem_distribute() (docs/scaling.md) ---------------------------------------------------------
 # records by scope; the inbox and its ordering guard by consumer, co-located (one shard group
-# holds a consumer's events and entities, so idem_inbox_* stay single-shard); the per-key
-# functions delegated by scope / consumer.
+# holds a consumer's events and entities, so idem_inbox_* stay single-shard); the outbox by
+# topic in a group of its own; the per-key functions delegated by scope / consumer, and
+# idem_outbox_next by topic.
 out=$(q 0 "SELECT object || ': ' || action FROM idem_distribute()") || fail "idem_distribute()"
 echo "$out" | sed 's/^/citus:   /'
 n_dist=$(echo "$out" | grep -c ': distributed by ')
 n_deleg=$(echo "$out" | grep -c ': delegated by ')
-[ "$n_dist" = 3 ] && [ "$n_deleg" = 11 ] ||
-    fail "idem_distribute() should distribute 3 tables and delegate 11 functions, did $n_dist and $n_deleg"
+[ "$n_dist" = 4 ] && [ "$n_deleg" = 12 ] ||
+    fail "idem_distribute() should distribute 4 tables and delegate 12 functions, did $n_dist and $n_deleg"
 again=$(q 0 "SELECT count(*) FILTER (WHERE action NOT LIKE 'unchanged%') || ' ' || count(*) FROM idem_distribute()") ||
     fail "idem_distribute() a second time"
-[ "$again" = "0 14" ] || fail "a second idem_distribute() should change nothing (0 of 14 changed), got '$again'"
+[ "$again" = "0 16" ] || fail "a second idem_distribute() should change nothing (0 of 16 changed), got '$again'"
 say "a second idem_distribute() changed nothing"
 for i in 1 2; do
     err=$(q $i "SELECT * FROM idem_distribute()" 2>&1) && fail "idem_distribute() on ${NAMES[$i]} should be refused"
@@ -417,6 +418,227 @@ expect "pg_cron runs (succeeded failed)" "${runs#* }" 0
 expect "idem_unschedule_purge()" "$(qv 0 "SELECT idem_unschedule_purge()")" t
 say "pg_cron on the coordinator: job $job (idem_schedule_purge('2 seconds')) purged both workers' shards (${runs% *} run(s) succeeded, none failed)"
 
+# --- The outbox (issue 17; docs/scaling.md "The outbox") -----------------------------------------
+# idempotency.outbox is distributed by topic in a co-location group of its own; idem_outbox_next
+# is delegated by topic; idem_outbox_emit runs on the coordinator (its key lock and its sequence
+# number there, the INSERT routed to the topic's shard) and is refused on a worker; done, fail
+# and requeue run on the coordinator, routed to one shard by their topic, or by the topic they
+# look up without one. Two topics, one on each worker. The settings of the caller's session
+# apply to what runs on the coordinator: done keeps events 1 s (idempotency.outbox_ttl), so the
+# purge at the end finds them.
+# topic_on NODE PREFIX: the first PREFIX-n whose outbox shard is on that worker.
+topic_on() {
+    q 0 "SELECT '$2-' || g FROM generate_series(1, 1000) g
+         WHERE (SELECT nodeport FROM pg_dist_shard_placement
+                WHERE shardid = get_shard_id_for_distribution_column('idempotency.outbox', '$2-' || g)) = ${PORTS[$1]}
+         ORDER BY g LIMIT 1"
+}
+# qo NODE SQL: qv with the outbox settings of this section.
+qo() {
+    local out
+    out=$(PGOPTIONS='-c client_min_messages=warning -c idempotency.outbox_ttl=1s -c idempotency.retry_backoff_base=1h' \
+        psql -X -qtA -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -h 127.0.0.1 -p "${PORTS[$1]}" -U postgres -d postgres -c "$2" 2>&1)
+    if grep -q '^ERROR:' <<<"$out"; then
+        sed -n 's/^ERROR:  \([0-9A-Z]\{5\}\): .*/\1/p' <<<"$out" | head -n 1
+    else
+        echo "$out"
+    fi
+}
+# counter NODE NAME: an idem_counters() value of one node (each node counts what runs there).
+counter() { q "$1" "SELECT value FROM idem_counters() WHERE counter = '$2'"; }
+# id_of T N: the id of topic T's event with payload n = N.
+id_of() { q 0 "SELECT event_id FROM idempotency.outbox WHERE topic = '$1' AND payload->>'n' = '$2'"; }
+# handed T BATCH: idem_outbox_next(T, BATCH) (autocommit: delegated), the payloads' n (in emit order).
+handed() { qo 0 "SELECT coalesce(string_agg(payload->>'n', ','), '') FROM idem_outbox_next('$1', $2)"; }
+
+oc=$(q 0 "SELECT p.colocationid FROM pg_dist_partition p WHERE p.logicalrelid = 'idempotency.outbox'::regclass")
+rc=$(q 0 "SELECT p.colocationid FROM pg_dist_partition p WHERE p.logicalrelid = 'idempotency.records'::regclass")
+[ -n "$oc" ] && [ "$oc" != "$rc" ] || fail "the outbox should have a co-location group of its own: outbox $oc, records $rc"
+expect "outbox functions delegated (by topic)" \
+    "$(q 0 "SELECT string_agg(p.proname || ' ' || coalesce(o.distribution_argument_index::text, '-'), ', ' ORDER BY p.proname)
+            FROM pg_proc p LEFT JOIN pg_dist_object o ON o.classid = 'pg_proc'::regclass AND o.objid = p.oid
+            WHERE p.proname LIKE 'idem_outbox_%'")" \
+    "idem_outbox_done -, idem_outbox_emit -, idem_outbox_emit -, idem_outbox_emit -, idem_outbox_fail -, idem_outbox_next 0, idem_outbox_requeue -"
+t1=$(topic_on 1 topic)
+t2=$(topic_on 2 topic)
+[ -n "$t1" ] && [ -n "$t2" ] || fail "no topic found on each worker: '$t1' '$t2'"
+T=("" "$t1" "$t2")
+
+# Emit on the coordinator: per topic a transaction with the first events of keys A and B, then
+# two more of A, one of B, one without a key (n = 1..6, in emit order).
+for i in 1 2; do
+    t=${T[$i]}
+    got=$(PGOPTIONS='-c client_min_messages=warning' psql -X -qtA -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "${PORTS[0]}" -U postgres -d postgres <<SQL 2>&1
+BEGIN;
+SELECT idem_outbox_emit('$t', '{"n": 1}'::jsonb, 'A') IS NOT NULL;
+SELECT idem_outbox_emit('$t', '{"n": 2}'::jsonb, 'B') IS NOT NULL;
+COMMIT;
+SQL
+    )
+    expect "$t emit in a coordinator transaction" "$(echo $got)" "t t"
+    expect "$t emit A 3" "$(qo 0 "SELECT idem_outbox_emit('$t', '{\"n\": 3}'::jsonb, 'A') IS NOT NULL")" t
+    expect "$t emit A 4" "$(qo 0 "SELECT idem_outbox_emit('$t', '{\"n\": 4}', 'A') IS NOT NULL")" t
+    expect "$t emit B 5" "$(qo 0 "SELECT idem_outbox_emit('$t', '{\"n\": 5}'::jsonb, 'B') IS NOT NULL")" t
+    expect "$t emit without a key 6" "$(qo 0 "SELECT idem_outbox_emit('$t', '{\"n\": 6}'::jsonb) IS NOT NULL")" t
+    expect "$t events in emit order (seq)" "$(q 0 "SELECT string_agg(payload->>'n', ',' ORDER BY seq) FROM idempotency.outbox WHERE topic = '$t'")" "1,2,3,4,5,6"
+    shard=$(q 0 "SELECT shard_name('idempotency.outbox'::regclass, get_shard_id_for_distribution_column('idempotency.outbox', '$t'))")
+    expect "$t rows in its shard $shard on ${NAMES[$i]}" "$(q $i "SELECT count(*) FROM $shard WHERE topic = '$t'")" 6
+done
+expect "rows in the shell tables idempotency.outbox" "$(shell_rows outbox)" "0 0 0"
+expect "idem_outbox_emit on worker1" "$(qv 1 "SELECT idem_outbox_emit('$t1', '{}'::jsonb, 'A')")" 0A000
+expect "idem_outbox_emit on worker2" "$(qv 2 "SELECT idem_outbox_emit('$t2', '{}'::jsonb)")" 0A000
+expect "emits counted (coordinator worker1 worker2)" \
+    "$(counter 0 outbox_emitted) $(counter 1 outbox_emitted) $(counter 2 outbox_emitted)" "12 0 0"
+say "outbox: 6 events emitted on the coordinator into $t1 (shard on worker1) and $t2 (worker2), in emit order, none in a shell table; emit refused on a worker (0A000)"
+
+# Two relays on different connections: relay 1 takes one event in a coordinator transaction and
+# holds its lock; relay 2 (autocommit, delegated) meanwhile gets the first event of B and the one
+# without a key; A's later events wait for A's first, B's for B's. Then one event of a key at a
+# time, in emit order, as the earlier ones are done (with the topic, without, with NULL).
+for i in 1 2; do
+    t=${T[$i]}
+    rm -f "$BASE/relay1.out"
+    { PGOPTIONS='-c client_min_messages=warning' psql -X -qtA -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "${PORTS[0]}" -U postgres -d postgres <<SQL >"$BASE/relay1.out" 2>&1; } &
+BEGIN;
+SELECT string_agg(payload->>'n', ',') FROM idem_outbox_next('$t', 1);
+SELECT pg_sleep(3);
+COMMIT;
+SQL
+    r1=$!
+    for n in $(seq 1 100); do [ -s "$BASE/relay1.out" ] && break; sleep 0.05; done
+    expect "$t relay 1 (coordinator transaction) next(1)" "$(head -n 1 "$BASE/relay1.out")" 1
+    expect "$t relay 2 next(10) while relay 1 holds its event" "$(handed "$t" 10)" "2,6"
+    got=$(PGOPTIONS='-c client_min_messages=debug1' psql -X -qtA -h 127.0.0.1 -p "${PORTS[0]}" -U postgres -d postgres \
+        -c "SELECT count(*) FROM idem_outbox_next('$t', 10)" 2>&1)
+    grep -q 'pushing down the function call' <<<"$got" || fail "$t: idem_outbox_next was not delegated: $got"
+    wait $r1 || fail "$t relay 1: $(cat "$BASE/relay1.out")"
+    expect "$t next while 1 and 2 are leased" "$(handed "$t" 10)" ""
+    e1=$(id_of "$t" 1); e2=$(id_of "$t" 2); e3=$(id_of "$t" 3); e4=$(id_of "$t" 4); e5=$(id_of "$t" 5); e6=$(id_of "$t" 6)
+    expect "$t done of a stale attempt (with the topic)" "$(qo 0 "SELECT idem_outbox_done('$e1', 2, '$t')")" IK002
+    expect "$t done of a stale attempt (without)" "$(qo 0 "SELECT idem_outbox_done('$e1', 2)")" IK002
+    expect "$t done 1 with the topic" "$(qo 0 "SELECT idem_outbox_done('$e1', 1, '$t')")" done
+    expect "$t done 1 again" "$(qo 0 "SELECT idem_outbox_done('$e1', 1)")" IK003
+    expect "$t next after 1 is done" "$(handed "$t" 10)" 3
+    expect "$t done 2 without the topic" "$(qo 0 "SELECT idem_outbox_done('$e2', 1)")" done
+    expect "$t next after 2 is done" "$(handed "$t" 10)" 5
+    expect "$t done 3 with a NULL topic" "$(qo 0 "SELECT idem_outbox_done('$e3', 1, NULL)")" done
+    expect "$t next after 3 is done" "$(handed "$t" 10)" 4
+    for e in "$e4" "$e5" "$e6"; do
+        expect "$t done $e" "$(qo 0 "SELECT idem_outbox_done('$e', 1)")" done
+    done
+    expect "$t next when all are done" "$(handed "$t" 10)" ""
+    expect "$t done of an unknown event (without the topic)" "$(qo 0 "SELECT idem_outbox_done('$(q 0 "SELECT idem_uuid_v7()")', 1)")" IK001
+    say "outbox $t (${NAMES[$i]}): relay 1 in a coordinator transaction got 1, relay 2 (delegated) meanwhile 2,6; then 3, 5, 4 one at a time as 1, 2, 3 were done (with the topic, without, NULL); IK002, IK003, IK001"
+done
+
+# Per-key order across workers under two relays: 24 events per topic over keys K1-K3, emitted in
+# 4 coordinator transactions; two relays (separate processes, a connection per call) drain both
+# topics, 2 events per next, relay 1 done with the topic, relay 2 without. Each event is handed
+# out once, at attempt 1, and only when every earlier event of its key is done (each relay
+# looks right after the hand-out, and delivers for 20 ms before its done).
+for i in 1 2; do
+    t=${T[$i]}
+    for b in 0 6 12 18; do
+        sql="BEGIN;"
+        for j in 1 2 3 4 5 6; do
+            n=$((100 + b + j))
+            sql="$sql SELECT idem_outbox_emit('$t', '{\"n\": $n}'::jsonb, 'K$((n % 3 + 1))');"
+        done
+        q 0 "$sql COMMIT;" >/dev/null || fail "$t: emits in a transaction"
+    done
+done
+relay() { # N topic|notopic: "got topic key n attempt" per event into $BASE/relay.N, "early ..."
+    local empty=0 got t id key n attempt u d   # when an earlier event of its key was not done
+    while [ $empty -lt 3 ]; do
+        got=0
+        for t in "$t1" "$t2"; do
+            while IFS='|' read -r id key n attempt; do
+                [ -n "$id" ] || continue
+                got=1
+                echo "got $t $key $n $attempt"
+                # every earlier event of the key is done (done is final: a later look sees it too)
+                u=$(q 0 "SELECT count(*) FROM idempotency.outbox o WHERE o.topic = '$t' AND o.key = '$key' AND o.status <> 'done'
+                         AND o.seq < (SELECT e.seq FROM idempotency.outbox e WHERE e.topic = '$t' AND e.event_id = '$id')")
+                [ "$u" = 0 ] || echo "early $t $key $n: $u earlier event(s) not done"
+                sleep 0.02 # the delivery
+                if [ "$2" = topic ]; then
+                    d=$(qo 0 "SELECT idem_outbox_done('$id', $attempt, '$t')")
+                else
+                    d=$(qo 0 "SELECT idem_outbox_done('$id', $attempt)")
+                fi
+                [ "$d" = done ] || echo "not-done $t $n $d"
+            done <<<"$(q 0 "SELECT event_id, key, payload->>'n', attempt FROM idem_outbox_next('$t', 2)")"
+        done
+        if [ $got = 0 ]; then empty=$((empty + 1)); sleep 0.1; else empty=0; fi
+    done >"$BASE/relay.$1"
+}
+t0=$(date +%s.%N)
+relay 1 topic &
+p1=$!
+relay 2 notopic &
+p2=$!
+wait $p1 $p2
+grep -h 'not-done\|early' "$BASE"/relay.[12] >&2 && fail "two relays: a done was refused or an event was handed out before an earlier event of its key was done"
+n1=$(grep -c '^got ' "$BASE/relay.1")
+n2=$(grep -c '^got ' "$BASE/relay.2")
+expect "events handed out to both relays" "$((n1 + n2))" 48
+expect "distinct events handed out" "$(grep -h '^got ' "$BASE"/relay.[12] | awk '{ print $2, $4 }' | sort -u | wc -l)" 48
+expect "events handed out at an attempt other than 1" "$(grep -h '^got ' "$BASE"/relay.[12] | awk '$5 != 1' | wc -l)" 0
+[ "$n1" -gt 0 ] && [ "$n2" -gt 0 ] || fail "both relays should have got events: $n1 and $n2"
+expect "events of the relays' topics not done" "$(q 0 "SELECT count(*) FROM idempotency.outbox WHERE topic IN ('$t1', '$t2') AND status <> 'done'")" 0
+# done follows the hand-out, which follows the earlier event's done: done times rise with seq
+expect "per key, done in emit order (inversions)" \
+    "$(q 0 "SELECT count(*) FROM (SELECT updated_at < lag(updated_at) OVER (PARTITION BY topic, key ORDER BY seq) AS inv
+            FROM idempotency.outbox WHERE topic IN ('$t1', '$t2') AND key IS NOT NULL) x WHERE inv")" 0
+say "outbox: two relays drained 48 events of $t1 and $t2 in $(since "$t0") s (relay 1 $n1, relay 2 $n2): each once, attempt 1, per key one at a time in emit order"
+
+# dedup_key, fail, requeue, a delayed event; then idem_outbox_stats on the coordinator.
+d1=$(qo 0 "SELECT idem_outbox_emit('$t2', '{\"n\": \"paid\"}'::jsonb, dedup_key => 'order:1:paid')")
+got=$(PGOPTIONS='-c client_min_messages=warning' psql -X -qtA -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "${PORTS[0]}" -U postgres -d postgres \
+    -c "BEGIN" -c "SELECT idem_outbox_emit('$t2', '{\"n\": \"paid-again\"}'::jsonb, dedup_key => 'order:1:paid')" -c "COMMIT" 2>&1)
+expect "$t2 the same dedup_key in a transaction" "$got" "$d1"
+expect "$t2 the same dedup_key again" "$(qo 0 "SELECT idem_outbox_emit('$t2', '{\"n\": \"paid-3\"}'::jsonb, dedup_key => 'order:1:paid')")" "$d1"
+d2=$(qo 0 "SELECT idem_outbox_emit('$t1', '{\"n\": \"paid\"}'::jsonb, dedup_key => 'order:1:paid')")
+[ -n "$d2" ] && [ "$d2" != "$d1" ] || fail "$t1: the dedup_key of another topic should be a new event: $d2 (first $d1)"
+expect "rows of dedup_key order:1:paid" "$(q 0 "SELECT string_agg(topic || ' ' || (payload->>'n'), ', ' ORDER BY topic) FROM idempotency.outbox WHERE dedup_key = 'order:1:paid'")" \
+    "$(printf '%s paid\n%s paid\n' "$t1" "$t2" | sort | paste -sd, | sed 's/,/, /g')"
+expect "dedups counted (coordinator worker1 worker2)" \
+    "$(counter 0 outbox_deduplicated) $(counter 1 outbox_deduplicated) $(counter 2 outbox_deduplicated)" "2 0 0"
+expect "$t2 delayed emit" "$(qo 0 "SELECT idem_outbox_emit('$t2', '{\"n\": \"later\"}'::jsonb, deliver_after => '1 hour') IS NOT NULL")" t
+expect "$t1 next: the dedup event" "$(handed "$t1" 10)" paid
+expect "$t1 fail (terminal, without the topic)" "$(qo 0 "SELECT idem_outbox_fail('$d2', 1, retryable => false, error => 'rejected')")" dead
+expect "$t1 requeue without the topic" "$(qo 0 "SELECT idem_outbox_requeue('$d2')")" pending
+expect "$t1 requeue of a pending event" "$(qo 0 "SELECT idem_outbox_requeue('$d2', '$t1')")" 55000
+expect "$t1 next after the requeue" "$(qo 0 "SELECT attempt FROM idem_outbox_next('$t1', 10)")" 2
+expect "$t1 fail of a stale attempt" "$(qo 0 "SELECT idem_outbox_fail('$d2', 1)")" IK002
+expect "$t1 fail (retryable, with the topic: 1 h backoff of this session)" "$(qo 0 "SELECT idem_outbox_fail('$d2', 2, topic => '$t1')")" pending
+expect "$t2 next: the dedup event" "$(handed "$t2" 10)" paid
+expect "$t2 fail (terminal, with the topic)" "$(qo 0 "SELECT idem_outbox_fail('$d1', 1, false, 'gone', '$t2')")" dead
+expect "$t2 requeue of an unknown event" "$(qo 0 "SELECT idem_outbox_requeue('$(q 0 "SELECT idem_uuid_v7()")')")" IK001
+stats() {
+    q 0 "SELECT string_agg(concat_ws(' ', topic, pending, waiting, leased, dead, done, oldest_pending_age IS NOT NULL), ', ' ORDER BY topic)
+         FROM idem_outbox_stats WHERE topic IN ('$t1', '$t2')"
+}
+# topic pending waiting leased dead done has-lag
+want_stats=$(printf '%s 1 1 0 0 30 t\n%s 1 1 0 1 30 t\n' "$t1" "$t2" | sort | paste -sd, | sed 's/,/, /g')
+expect "idem_outbox_stats on the coordinator" "$(stats)" "$want_stats"
+expect "done counted (coordinator worker1 worker2)" "$(counter 0 outbox_done) $(counter 1 outbox_done) $(counter 2 outbox_done)" "60 0 0"
+say "outbox: dedup_key (one event per topic, 2 deduplicated on the coordinator), fail / requeue with and without the topic, the caller's backoff; idem_outbox_stats: $(stats)"
+
+# Purge: the 60 done events are past their 1 s retention; CALL idem_purge_loop() on the
+# coordinator deletes them in the workers' shards (idem_purge_shards) and nothing else.
+sleep 1.2
+before=$(q 0 "SELECT count(*) FROM idempotency.records")
+expect "CALL idem_purge_loop(): done outbox events past their retention" "$(qv 0 "CALL idem_purge_loop(batch_size => 7)")" 60
+expect "outbox rows left (topic status)" \
+    "$(q 0 "SELECT string_agg(topic || ' ' || status, ', ' ORDER BY topic, status) FROM idempotency.outbox WHERE topic IN ('$t1', '$t2')")" \
+    "$(printf '%s pending\n%s dead\n%s pending\n' "$t1" "$t2" "$t2" | sort | paste -sd, | sed 's/,/, /g')"
+expect "records after the outbox purge" "$(q 0 "SELECT count(*) FROM idempotency.records")" "$before"
+expect "idem_outbox_stats after the purge" "$(stats)" \
+    "$(printf '%s 1 1 0 0 0 t\n%s 1 1 0 1 0 t\n' "$t1" "$t2" | sort | paste -sd, | sed 's/,/, /g')"
+expect "rows in the shell tables idempotency.outbox" "$(shell_rows outbox)" "0 0 0"
+say "outbox purge: CALL idem_purge_loop() deleted the 60 done events on both workers; pending and dead kept"
+
 # A worker killed (pg_ctl -m immediate) and restarted mid-load. Two clients run the same 80 keys
 # (spread over both workers) through the coordinator: claim with a 2 s lease, then complete
 # when claimed or reclaimed. Worker2 dies after ~1 s and comes back 2 s later; calls meanwhile
@@ -485,6 +707,37 @@ expect "idem_stuck() on the coordinator" "$(q 0 "SELECT string_agg(scope || '/' 
     "$(for s in $stuck_scopes; do echo "$s/orphan"; done | sort | paste -sd' ')"
 expect "idem_stats: stuck over the cluster" "$(q 0 "SELECT sum(stuck) FROM idem_stats WHERE scope LIKE 'stuck-%'")" 2
 say "idem_stuck() and idem_stats on the coordinator list the stuck operation of each worker ($stuck_scopes )"
+
+# Upgrading a distributed cluster from 0.4: ALTER EXTENSION idempotency UPDATE on the coordinator
+# (Citus runs it on the workers too) adds the inbox's available_at to every inbox shard and makes
+# the outbox a local table; a second idem_distribute() distributes it (an event emitted before
+# moves into its shard) and delegates idem_outbox_next, leaving the rest as it was.
+q 0 "DROP TABLE orders" >/dev/null || fail "DROP TABLE orders"
+q 0 "DROP EXTENSION idempotency CASCADE" >/dev/null || fail "DROP EXTENSION idempotency"
+q 0 "CREATE EXTENSION idempotency VERSION '0.4'" || fail "CREATE EXTENSION idempotency VERSION '0.4'"
+expect "idem_distribute() of 0.4 (changed rows)" "$(q 0 "SELECT count(*) FROM idem_distribute()")" 14
+s=$(scope_on 1 upgrade)
+c=$(scope_on 2 upgrade)
+expect "0.4: claim" "$(qv 0 "SELECT outcome FROM idem_claim('$s', 'k', '\\x01')")" claimed
+expect "0.4: complete" "$(qv 0 "SELECT idem_complete('$s', 'k', 1, 'r')")" t
+expect "0.4: queued inbox entry" "$(qv 0 "SELECT idem_inbox_receive('$c', 'job', enqueue => true)")" new
+expect "ALTER EXTENSION idempotency UPDATE" "$(qv 0 "ALTER EXTENSION idempotency UPDATE")" ""
+expect "versions (coordinator worker1 worker2)" \
+    "$(for i in 0 1 2; do q $i "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"; done | paste -sd' ')" "0.5 0.5 0.5"
+expect "inbox placements with available_at" \
+    "$(q 0 "SELECT count(*) FROM run_command_on_placements('idempotency.inbox', \$\$SELECT count(*) FROM pg_attribute WHERE attrelid = '%s'::regclass AND attname = 'available_at'\$\$) WHERE result = '1'")" \
+    "$(q 0 "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'idempotency.inbox'::regclass")"
+ut=upgrade-topic
+expect "emit before the outbox is distributed" "$(qv 0 "SELECT idem_outbox_emit('$ut', '{\"n\": 1}'::jsonb, 'A') IS NOT NULL")" t
+expect "idem_distribute() after the update (what changed)" \
+    "$(q 0 "SELECT string_agg(object || ': ' || action, ', ' ORDER BY object) FROM idem_distribute() WHERE action NOT LIKE 'unchanged%'")" \
+    "idempotency.outbox: distributed by topic, public.idem_outbox_next(text,integer,interval): delegated by topic"
+expect "rows in the shell tables idempotency.outbox" "$(shell_rows outbox)" "0 0 0"
+expect "the event emitted before, in the shards" "$(q 0 "SELECT count(*) FROM idempotency.outbox WHERE topic = '$ut'")" 1
+expect "0.5 after the update: replay" "$(qv 0 "SELECT outcome || ' ' || resource_id FROM idem_claim('$s', 'k', '\\x01')")" "replayed r"
+expect "0.5 after the update: inbox next" "$(qv 0 "SELECT event_id || ' ' || attempt FROM idem_inbox_next('$c', 10)")" "job 1"
+expect "0.5 after the update: outbox next" "$(qv 0 "SELECT payload->>'n' FROM idem_outbox_next('$ut', 10)")" 1
+say "0.4 -> 0.5 on the cluster: ALTER EXTENSION UPDATE on every node, available_at in every inbox shard; a second idem_distribute() distributed the outbox (its event moved into the shard) and delegated idem_outbox_next; replay, inbox next, outbox next"
 
 # --- still to come (issue 16 "Tests") ---------------------------------------------------------
 # - a shard moved (citus_move_shard_placement, block_writes) mid-load
