@@ -1,6 +1,5 @@
-// Outbox: idem_outbox_emit (an event written in the caller's transaction), idem_outbox_next
-// (lease a batch to a relay, per key in emit order), idem_outbox_done, idem_outbox_fail and
-// idem_outbox_requeue. The leased-queue rules it shares with the inbox are src/leased_queue.cpp.
+// Outbox, emitting: idem_outbox_emit (an event written in the caller's transaction). The relay's
+// side (idem_outbox_next, _done, _fail, _requeue) is src/outbox_queue.cpp.
 //
 // Per-key order. An emit with a key takes a transaction lock on (topic, key) before it draws its
 // sequence number, so the events of one key are numbered in the order their transactions commit:
@@ -11,6 +10,7 @@
 #include "errors.hpp"
 #include "inbox.hpp"
 #include "leased_queue.hpp"
+#include "outbox.hpp"
 #include "operations.hpp"
 #include "settings.hpp"
 #include "utilities.hpp"
@@ -22,26 +22,20 @@ extern "C" {
 #include "catalog/pg_namespace.h"
 #include "commands/async.h"
 #include "common/hashfn.h"
-#include "funcapi.h"
 #include "storage/lmgr.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
-#include "utils/tuplestore.h"
 }
 
 namespace {
 
 using namespace idem::pg;
+using namespace idem::pg::outbox;
 using idem::pg::inbox::checked_varlena;
-
-constexpr size_t MAX_TOPIC = 255;
-constexpr size_t MAX_KEY = 1024;
 // pg_locks shows the key lock as an advisory lock with objsubid 18756 (0x4944, 'ID'), apart
 // from the key spaces of pg_advisory_xact_lock (1: bigint, 2: two integers).
 constexpr uint16 KEY_LOCK_SPACE = 0x4944;
-
-const queue::Names NAMES{"outbox event", "idem_outbox_next", "pending"};
 
 #define OUTBOX_INSERT                                                                              \
     "INSERT INTO idempotency.outbox AS o (event_id, topic, seq, key, dedup_key, payload, "         \
@@ -59,89 +53,7 @@ const char *const SQL_DEDUP_ID =
     "AND o.dedup_key OPERATOR(pg_catalog.=) $2";
 const Oid DEDUP_TYPES[] = {TEXTOID, TEXTOID};
 
-// An expired lease that used up the attempt budget ($5 > 0) makes the event dead instead.
-#define LEASE_USED_UP                                                                              \
-    "(o.status OPERATOR(pg_catalog.=) 'leased' AND $5 OPERATOR(pg_catalog.>) 0 AND o.attempt "     \
-    "OPERATOR(pg_catalog.-) o.attempt_base OPERATOR(pg_catalog.>=) $5)"
-// The batch: pending events due and leased events whose lease expired, in emit order, of keys
-// with no earlier unfinished event ($6: a dead one counts as unfinished). Picked into an array
-// of row addresses and updated by them (as idem_inbox_next does), with one generic plan.
-#define OUTBOX_PICK_WHERE                                                                          \
-    "s.topic OPERATOR(pg_catalog.=) $1 "                                                           \
-    "AND s.status OPERATOR(pg_catalog.=) ANY ('{pending,leased}'::pg_catalog.text[]) "             \
-    "AND ((s.status OPERATOR(pg_catalog.=) 'pending' AND s.available_at OPERATOR(pg_catalog.<=) "  \
-    "$2) "                                                                                         \
-    "OR (s.status OPERATOR(pg_catalog.=) 'leased' AND s.lease_expires_at OPERATOR(pg_catalog.<=) " \
-    "$2)) "                                                                                        \
-    "AND (s.key IS NULL OR NOT EXISTS (SELECT FROM idempotency.outbox p "                          \
-    "WHERE p.topic OPERATOR(pg_catalog.=) $1 AND p.key OPERATOR(pg_catalog.=) s.key "              \
-    "AND p.seq OPERATOR(pg_catalog.<) s.seq AND p.status OPERATOR(pg_catalog.<>) 'done' "          \
-    "AND ($6 OR p.status OPERATOR(pg_catalog.<>) 'dead'))) "                                       \
-    "ORDER BY s.seq LIMIT $3 FOR UPDATE SKIP LOCKED"
-#define OUTBOX_TAKE_SET                                                                            \
-    "UPDATE idempotency.outbox AS o SET "                                                          \
-    "status = CASE WHEN " LEASE_USED_UP " THEN 'dead' ELSE 'leased' END, "                         \
-    "attempt = CASE WHEN " LEASE_USED_UP                                                           \
-    " THEN o.attempt ELSE o.attempt OPERATOR(pg_catalog.+) 1 END, "                                \
-    "lease_expires_at = CASE WHEN " LEASE_USED_UP " THEN NULL ELSE $4 END, "                       \
-    "last_error = CASE WHEN " LEASE_USED_UP                                                        \
-    " THEN 'the lease of the last attempt expired: no attempt left' ELSE o.last_error END, "       \
-    "updated_at = $2 "
-#define OUTBOX_RETURNING                                                                           \
-    " RETURNING o.event_id, o.key, o.payload, o.headers, o.attempt, o.emitted_at, "                \
-    "o.lease_expires_at, o.payload_bytes, o.dedup_key, o.status, o.seq) "                          \
-    "SELECT * FROM taken ORDER BY seq"
-const char *const SQL_NEXT =
-    "WITH taken AS (" OUTBOX_TAKE_SET "WHERE o.topic OPERATOR(pg_catalog.=) $1 AND o.ctid "
-    "OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT s.ctid FROM idempotency.outbox s "
-    "WHERE " OUTBOX_PICK_WHERE "))" OUTBOX_RETURNING;
-// On Citus (no row addresses, 0A000): the batch joined back by key, planned per call.
-const char *const SQL_NEXT_CITUS =
-    "WITH picked AS (SELECT s.event_id FROM idempotency.outbox s WHERE " OUTBOX_PICK_WHERE "), "
-    "taken AS (" OUTBOX_TAKE_SET "FROM picked WHERE o.topic OPERATOR(pg_catalog.=) $1 "
-    "AND o.event_id OPERATOR(pg_catalog.=) picked.event_id" OUTBOX_RETURNING;
-const Oid NEXT_TYPES[] = {TEXTOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT4OID, BOOLOID};
-constexpr int NEXT_NCOLS = 9; // the result columns; RETURNING adds status and seq
-
-// By event id, and by topic too when the caller names it (on Citus that routes to one shard).
-#define WHERE_ID " WHERE o.event_id OPERATOR(pg_catalog.=) $1"
-#define AND_TOPIC(n) " AND o.topic OPERATOR(pg_catalog.=) $" #n
-#define OUTBOX_DONE                                                                                \
-    "UPDATE idempotency.outbox AS o SET status = 'done', lease_expires_at = NULL, "                \
-    "last_error = NULL, updated_at = $3, expires_at = $4" WHERE_ID                                 \
-    " AND o.attempt OPERATOR(pg_catalog.=) $2 AND o.status OPERATOR(pg_catalog.=) 'leased'"
-const char *const SQL_DONE[2] = {OUTBOX_DONE, OUTBOX_DONE AND_TOPIC(5)};
-const Oid DONE_TYPES[] = {UUIDOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID};
-
-// The row fail and requeue decide on, and refusals explain (locked: the decision holds).
-#define OUTBOX_GET "SELECT o.status, o.attempt, o.attempt_base FROM idempotency.outbox o" WHERE_ID
-const char *const SQL_GET[2] = {OUTBOX_GET " FOR UPDATE", OUTBOX_GET AND_TOPIC(2) " FOR UPDATE"};
-const Oid GET_TYPES[] = {UUIDOID, TEXTOID};
-
-// A failed attempt: pending again from $4, or dead ($3 false) with the error kept.
-#define OUTBOX_FAIL                                                                                \
-    "UPDATE idempotency.outbox AS o SET status = CASE WHEN $3 THEN 'pending' ELSE 'dead' END, "    \
-    "available_at = CASE WHEN $3 THEN $4 ELSE o.available_at END, lease_expires_at = NULL, "       \
-    "last_error = $5, updated_at = $6" WHERE_ID " AND o.attempt OPERATOR(pg_catalog.=) $2"
-const char *const SQL_FAIL[2] = {OUTBOX_FAIL, OUTBOX_FAIL AND_TOPIC(7)};
-const Oid FAIL_TYPES[] = {UUIDOID, INT4OID,        BOOLOID, TIMESTAMPTZOID,
-                          TEXTOID, TIMESTAMPTZOID, TEXTOID};
-
-// A dead event back in the queue, with a new attempt budget (attempt_base).
-#define OUTBOX_REQUEUE                                                                             \
-    "UPDATE idempotency.outbox AS o SET status = 'pending', available_at = $2, "                   \
-    "attempt_base = o.attempt, updated_at = $2" WHERE_ID                                           \
-    " AND o.status OPERATOR(pg_catalog.=) 'dead'"
-const char *const SQL_REQUEUE[2] = {OUTBOX_REQUEUE, OUTBOX_REQUEUE AND_TOPIC(3)};
-const Oid REQUEUE_TYPES[] = {UUIDOID, TIMESTAMPTZOID, TEXTOID};
-
-// On Citus, the topic of an event named by its id alone (one read of every shard).
-const char *const SQL_TOPIC = "SELECT o.topic FROM idempotency.outbox o WHERE o.event_id "
-                              "OPERATOR(pg_catalog.=) $1 LIMIT 1";
-const Oid TOPIC_TYPES[] = {UUIDOID};
-
-SPIPlanPtr plan_emit, plan_emit_dedup, plan_dedup_id, plan_next, plan_next_citus, plan_topic;
-SPIPlanPtr plan_done[2], plan_get[2], plan_fail[2], plan_requeue[2];
+SPIPlanPtr plan_emit, plan_emit_dedup, plan_dedup_id;
 
 // True on a Citus worker: Citus's one-row catalog pg_dist_local_group names a group other than
 // the coordinator's (0). No such catalog, no Citus. Read by a plain catalog scan, as
@@ -165,11 +77,6 @@ bool on_citus_worker() {
     systable_endscan(scan);
     table_close(r, AccessShareLock);
     return worker;
-}
-
-// The outbox is a Citus table (distributed by idem_distribute()).
-bool citus_outbox() {
-    return direct::citus_table(get_relname_relid("outbox", extension_schema()));
 }
 
 // The arguments of an emit, checked.
@@ -301,58 +208,6 @@ Datum emit(FunctionCallInfo fcinfo, Body body) {
     return result;
 }
 
-// The optional topic argument argno (checked), or null.
-bool topic_arg(FunctionCallInfo fcinfo, int argno, Datum *topic) {
-    if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
-        return false;
-    *topic = checked_varlena(PG_GETARG_DATUM(argno), "topic", MAX_TOPIC, false);
-    return true;
-}
-
-// On Citus, the topic of an event named without one, so that the statements that follow are
-// routed to the topic's shard: Citus refuses a row lock in a multi-shard query (0A000), and
-// fail, requeue and every refusal read the row FOR UPDATE. IK001 when no shard has the event.
-// False (nothing read) when the outbox is not a Citus table.
-bool citus_topic(Datum id, Datum *topic) {
-    if (!citus_outbox())
-        return false;
-    Datum v[1] = {id};
-    if (exec(saved_plan(&plan_topic, SQL_TOPIC, 1, TOPIC_TYPES, 0), v, nullptr, false, 1) == 0)
-        queue::not_found(NAMES, "No such event: it was never emitted, or it was done and purged.");
-    bool isnull;
-    *topic = col(0, 1, &isnull);
-    return true;
-}
-
-// The event's row, locked (status, attempt, attempt_base), or IK001.
-struct Row {
-    char status; // p(ending), l(eased), d(one) or dead: 'x'
-    int32 attempt, attempt_base;
-};
-Row get_row(Datum id, bool has_topic, Datum topic) {
-    Datum v[2] = {id, topic};
-    int t = has_topic ? 1 : 0;
-    if (exec(saved_plan(&plan_get[t], SQL_GET[t], 1 + t, GET_TYPES), v, nullptr, false, 1) == 0)
-        queue::not_found(NAMES, has_topic
-                                    ? "The topic has no such event: it was never emitted, or it "
-                                      "was done and purged."
-                                    : "No such event: it was never emitted, or it was done and "
-                                      "purged.");
-    bool isnull;
-    text *st = DatumGetTextPP(col(0, 1, &isnull));
-    const char *s = VARDATA_ANY(st);
-    Row r{s[0] == 'd' && s[1] == 'e' ? 'x' : s[0], DatumGetInt32(col(0, 2, &isnull)),
-          DatumGetInt32(col(0, 3, &isnull))};
-    return r;
-}
-
-// Why an attempt of the row cannot finish it: IK002 or IK003.
-[[noreturn]] void refuse(const Row &r, int32 attempt, const char *action) {
-    using queue::Found;
-    Found f = r.status == 'l' ? Found::Leased : r.status == 'p' ? Found::Queued : Found::Finished;
-    queue::refuse(NAMES, f, r.status == 'd' ? "done" : "dead", r.attempt, attempt, action);
-}
-
 } // namespace
 
 // idem_outbox_emit(topic, payload jsonb, key, dedup_key, headers, deliver_after) -> uuid
@@ -370,123 +225,9 @@ IDEM_PG_FUNCTION(idem_outbox_emit_bytes) {
     return emit(fcinfo, Body::Bytes);
 }
 
-// idem_outbox_next(topic, batch_size, lease): leases a batch of due events of a topic.
-IDEM_PG_FUNCTION(idem_outbox_next) {
-    require_arg(fcinfo, 0, "topic");
-    Datum topic = checked_varlena(PG_GETARG_DATUM(0), "topic", MAX_TOPIC, false);
-    int32 batch = queue::batch_arg(fcinfo, 1, 100);
-    int64 lease_us = inbox::positive_interval_arg(fcinfo, 2, idem::settings::outbox_lease_s,
-                                                  "lease", "idempotency.outbox_lease");
-    int32 max_attempts = queue::max_attempts_arg(fcinfo, -1);
-    bool dead_blocks = idem::settings::outbox_dead_blocks_key();
-    TimestampTz now = GetCurrentTimestamp();
-    TimestampTz lease_expires = inbox::add_usec(now, lease_us);
-    InitMaterializedSRF(fcinfo, 0);
-    ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
-
-    SavedUser su;
-    enter(&su);
-    Oid relid = get_relname_relid("outbox", extension_schema());
-    SPIPlanPtr plan = direct::citus_table(relid)
-                          ? saved_plan(&plan_next_citus, SQL_NEXT_CITUS, 6, NEXT_TYPES, 0)
-                          : saved_plan(&plan_next, SQL_NEXT, 6, NEXT_TYPES);
-    Datum v[6] = {topic,
-                  TimestampTzGetDatum(now),
-                  Int64GetDatum(batch),
-                  TimestampTzGetDatum(lease_expires),
-                  Int32GetDatum(max_attempts),
-                  BoolGetDatum(dead_blocks)};
-    queue::lease_batch(plan, v, 2, batch, NEXT_NCOLS, 'l', idem::operations::OutboxDead, rsinfo);
-    leave(&su);
-    return (Datum)0;
+// (outbox.hpp) Cached per call: a syscache lookup and Citus's table cache.
+bool idem::pg::outbox::citus_outbox() {
+    return direct::citus_table(get_relname_relid("outbox", extension_schema()));
 }
 
-// idem_outbox_done(event_id, attempt, topic) -> 'done'
-IDEM_PG_FUNCTION(idem_outbox_done) {
-    require_arg(fcinfo, 0, "event_id");
-    Datum id = PG_GETARG_DATUM(0);
-    int32 attempt = queue::attempt_arg(fcinfo, 1, NAMES);
-    Datum topic = (Datum)0;
-    bool has_topic = topic_arg(fcinfo, 2, &topic);
-    TimestampTz now = GetCurrentTimestamp();
-    int64 ttl_us = static_cast<int64>(idem::settings::outbox_ttl_s()) * USECS_PER_SEC;
-    TimestampTz expires = inbox::add_usec(now, ttl_us);
-
-    SavedUser su;
-    enter(&su);
-    if (!has_topic)
-        has_topic = citus_topic(id, &topic);
-    int t = has_topic ? 1 : 0;
-    Datum v[5] = {id, Int32GetDatum(attempt), TimestampTzGetDatum(now),
-                  TimestampTzGetDatum(expires), topic};
-    if (exec(saved_plan(&plan_done[t], SQL_DONE[t], 4 + t, DONE_TYPES), v, nullptr, false, 0) != 1)
-        refuse(get_row(id, has_topic, topic), attempt, "complete");
-    leave(&su);
-    idem::operations::count(idem::operations::OutboxDone);
-    PG_RETURN_TEXT_P(cstring_to_text("done"));
-}
-
-// idem_outbox_fail(event_id, attempt, retryable, error, topic) -> 'pending' | 'dead'
-IDEM_PG_FUNCTION(idem_outbox_fail) {
-    require_arg(fcinfo, 0, "event_id");
-    Datum id = PG_GETARG_DATUM(0);
-    int32 attempt = queue::attempt_arg(fcinfo, 1, NAMES);
-    bool retryable = PG_ARGISNULL(2) ? true : PG_GETARG_BOOL(2);
-    bool err_null = PG_ARGISNULL(3);
-    Datum err = err_null ? (Datum)0 : PG_GETARG_DATUM(3);
-    Datum topic = (Datum)0;
-    bool has_topic = topic_arg(fcinfo, 4, &topic);
-    int32 max_attempts = queue::max_attempts_arg(fcinfo, -1);
-    TimestampTz now = GetCurrentTimestamp();
-
-    SavedUser su;
-    enter(&su);
-    if (!has_topic)
-        has_topic = citus_topic(id, &topic);
-    Row r = get_row(id, has_topic, topic);
-    if (r.status != 'l' || r.attempt != attempt)
-        refuse(r, attempt, "fail");
-    queue::Retry retry =
-        queue::decide_retry(retryable, attempt - r.attempt_base, max_attempts, now);
-    int t = has_topic ? 1 : 0;
-    Datum v[7] = {id,
-                  Int32GetDatum(attempt),
-                  BoolGetDatum(retry.retry),
-                  TimestampTzGetDatum(retry.available),
-                  err,
-                  TimestampTzGetDatum(now),
-                  topic};
-    char n[7] = {' ', ' ', ' ', ' ', err_null ? 'n' : ' ', ' ', ' '};
-    if (exec(saved_plan(&plan_fail[t], SQL_FAIL[t], 6 + t, FAIL_TYPES), v, n, false, 0) != 1)
-        elog(ERROR, "outbox event of the owning attempt changed concurrently");
-    leave(&su);
-    idem::operations::count(retry.retry ? idem::operations::OutboxRetried
-                                        : idem::operations::OutboxDead);
-    PG_RETURN_TEXT_P(cstring_to_text(retry.retry ? "pending" : "dead"));
-}
-
-// idem_outbox_requeue(event_id, topic) -> 'pending': a dead event queued again.
-IDEM_PG_FUNCTION(idem_outbox_requeue) {
-    require_arg(fcinfo, 0, "event_id");
-    Datum id = PG_GETARG_DATUM(0);
-    Datum topic = (Datum)0;
-    bool has_topic = topic_arg(fcinfo, 1, &topic);
-    TimestampTz now = GetCurrentTimestamp();
-
-    SavedUser su;
-    enter(&su);
-    if (!has_topic)
-        has_topic = citus_topic(id, &topic);
-    int t = has_topic ? 1 : 0;
-    Datum v[3] = {id, TimestampTzGetDatum(now), topic};
-    if (exec(saved_plan(&plan_requeue[t], SQL_REQUEUE[t], 2 + t, REQUEUE_TYPES), v, nullptr, false,
-             0) != 1) {
-        Row r = get_row(id, has_topic, topic);
-        const char *st = r.status == 'p' ? "pending" : r.status == 'l' ? "leased" : "done";
-        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("outbox event is not dead"),
-                        errdetail("The event is %s; only a dead event can be requeued.", st)));
-    }
-    leave(&su);
-    PG_RETURN_TEXT_P(cstring_to_text("pending"));
-}
+const idem::pg::queue::Names idem::pg::outbox::NAMES{"outbox event", "idem_outbox_next", "pending"};
