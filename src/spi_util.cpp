@@ -10,6 +10,8 @@
 // PL/pgSQL, a trigger's statements, PostgreSQL's "while inserting index tuple ...").
 #include "spi_util.hpp"
 
+#include <algorithm>
+
 extern "C" {
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
@@ -168,29 +170,39 @@ void leave(const SavedUser *saved) {
 
 // SPI_execute_plan with an error check; an error inside the statement is raised without the
 // statement's text.
-// True when the generic plan of a statement saved by saved_plan must be made (again) by this
-// execution: first use, or an invalidation (ANALYZE, DDL) since. Pending invalidations are taken
-// first, as the execution's own locking would.
-static bool needs_planning(SPIPlanPtr plan) {
+// What this execution of a statement saved by saved_plan may plan: nothing (0), a custom plan
+// (1: a statement left to the plan cache's choice, cursor_options 0, may be planned on any
+// execution) or its generic plan (2: on first use and after an invalidation, ANALYZE or DDL).
+// Pending invalidations are taken first, as the execution's own locking would.
+static int planning(SPIPlanPtr plan) {
     AcceptInvalidationMessages();
+    int p = 0;
     ListCell *lc;
     foreach (lc, SPI_plan_get_plan_sources(plan)) {
         auto *src = static_cast<CachedPlanSource *>(lfirst(lc));
-        if ((src->cursor_options & CURSOR_OPT_GENERIC_PLAN) &&
-            (!src->is_valid || src->gplan == nullptr || !src->gplan->is_valid))
-            return true;
+        if (!(src->cursor_options & CURSOR_OPT_GENERIC_PLAN))
+            p = std::max(p, 1);
+        else if (!src->is_valid || src->gplan == nullptr || !src->gplan->is_valid)
+            p = 2;
     }
-    return false;
+    return p;
 }
 
 uint64 exec(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only, long tcount) {
     MemoryContext cxt = CurrentMemoryContext;
     // A generic plan is kept until the next invalidation, whatever the table grows to meanwhile:
     // it is made without sequential scans, which a small table would get and keep (issue 18: a
-    // queue's inbox churned from 200 to 10,000 rows under a sequential-scan plan). The setting
-    // is undone after the statement, or by the (sub)transaction abort on an error.
-    const int nest = needs_planning(plan) ? NewGUCNestLevel() : -1; // const: kept over setjmp
-    if (nest >= 0)
+    // queue's inbox churned from 200 to 10,000 rows under a sequential-scan plan). And every
+    // plan is made without JIT: a generic plan's cost is estimated for an unknown LIMIT $n (a
+    // tenth of the table), which passed jit_above_cost on a large outbox, and each execution
+    // then compiled 27 functions, 15 of its 18 ms (issue 17: the relay at 0.30 x the PL/pgSQL
+    // queue). The settings are undone after the statement, or by the (sub)transaction abort.
+    const int plans = planning(plan);
+    const int nest = plans > 0 ? NewGUCNestLevel() : -1; // const: kept over setjmp
+    if (plans > 0)
+        (void)set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                                false);
+    if (plans == 2) // not for a custom plan: the purge's batch walks the table in ctid order
         (void)set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
                                 GUC_ACTION_SAVE, true, 0, false);
     volatile int rc = 0;

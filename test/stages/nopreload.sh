@@ -190,6 +190,41 @@ SELECT val($$SELECT idem_outbox_fail(event_id, attempt) FROM idem_outbox_next('s
 RESET ALL;
 SELECT val($$SELECT count(*) FROM idem_outbox_next('settings', 1)$$);
 SQL
+# JIT: the extension's saved statements are planned with jit off, whatever jit_above_cost says (a
+# generic plan's cost, estimated for an unknown LIMIT $n, passed the default 100,000 on a large
+# outbox, and every idem_outbox_next then compiled 27 functions: issue 17's relay at 0.30 x).
+# auto_explain prints each plan to the client; "JIT:" marks a compiled one. The control query
+# shows that JIT is there to be used (without the server's LLVM support the check is skipped).
+jit_out=$(psql -qAtX -d settings_db 2>&1 <<'SQL'
+LOAD 'auto_explain';
+SET client_min_messages = notice;
+SET auto_explain.log_min_duration = 0;
+SET auto_explain.log_nested_statements = on;
+SET auto_explain.log_level = notice;
+SET jit_above_cost = 0;
+SELECT count(*) AS control FROM pg_class;
+SELECT '--- ours';
+SELECT idem_outbox_emit('jit', '{}', key => 'k') IS NOT NULL;
+SELECT count(idem_outbox_done(event_id, attempt)) FROM idem_outbox_next('jit');
+SELECT idem_inbox_receive('jit', 'e1', enqueue => true);
+SELECT count(idem_inbox_done('jit', event_id, attempt)) FROM idem_inbox_next('jit');
+SELECT outcome FROM idem_claim('jit', 'k1', '\x01');
+SELECT count(*) FROM idem_purge();
+SQL
+)
+# one block per plan, from its "Query Text:" line: the control's, and the extension's statements
+# (their text names schema idempotency; the top-level calls around them are the session's own)
+jit_blocks() { printf '%s\n' "$jit_out" | awk -v want="$1" '
+    /Query Text:/ { if (q ~ want && jit) n++; q = $0; jit = 0 }
+    /JIT:/ { jit = 1 }
+    END { if (q ~ want && jit) n++; print n + 0 }'; }
+jit_control=$(jit_blocks 'FROM pg_class')
+jit_ours=$(jit_blocks 'idempotency[.]')
+if [ "$jit_control" = 0 ]; then
+    echo "nopreload: jit: no JIT on this server (no LLVM support): the check is skipped"
+elif [ "$jit_ours" != 0 ]; then
+    echo "nopreload: jit: $jit_ours of the extension's statements were JIT-compiled"; s_fail=1
+fi
 # A parallel worker takes the session's settings over, an invalid value too: other queries still
 # run in workers, and a parallel safe function that reads the value fails there as well.
 fp=$(psql -qAtX -c "SELECT name FROM pg_settings WHERE name IN ('force_parallel_mode', 'debug_parallel_query')")
