@@ -144,7 +144,7 @@ Datum emit(FunctionCallInfo fcinfo, Body body) {
     // On Citus every emit runs on the coordinator (idem_distribute() does not delegate it): the
     // key lock and the sequence number order a key's events only when all its emits take both
     // on one node, and emits in a transaction block, the usual kind, run on the coordinator.
-    if (on_citus_worker() && citus_outbox())
+    if (citus_outbox() && on_citus_worker()) // the cached test first: no catalog scan per emit
         ereport(ERROR,
                 (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                  errmsg("idem_outbox_emit runs on the Citus coordinator, not on a worker"),
