@@ -292,3 +292,46 @@ SELECT count(*) AS windows,
                               = substr(key, 2)::int * 86400) AS exact_days
 FROM idempotency.records WHERE scope = 'dst';
 RESET TimeZone;
+
+-- Replays of HTTP responses (0.6): the exact body bytes and the kept headers come back from the
+-- replay (direct path and SQL path) and from idem_lookup, byte for byte
+SELECT outcome FROM idem_claim('http', 'b1', '\x01');
+SELECT idem_complete('http', 'b1', 1, 'pay_9', NULL, 201,
+                     convert_to(E'{"id":"pay_9",  "amount":100}\n', 'UTF8'),
+                     '{"Location": "/v1/payments/pay_9", "Content-Type": "application/json", "ETag": "W/\"1\""}');
+SELECT outcome, resource_id, response, response_status, convert_to(E'{"id":"pay_9",  "amount":100}\n', 'UTF8') = response_body AS same_bytes,
+       response_headers
+FROM idem_claim('http', 'b1', '\x01');
+SET idempotency.direct_access = off;
+SELECT outcome, length(response_body) AS body_bytes, response_headers ->> 'ETag' AS etag FROM idem_claim('http', 'b1', '\x01');
+RESET idempotency.direct_access;
+SELECT status, length(response_body) AS body_bytes, response_headers ->> 'Location' AS location FROM idem_lookup('http', 'b1');
+-- a mismatch carries no stored result
+SELECT outcome, response_body, response_headers FROM idem_claim('http', 'b1', '\x02');
+-- the same complete again is a no-op; another body or other headers are IK003
+SELECT idem_complete('http', 'b1', 1, 'pay_9', NULL, 201,
+                     convert_to(E'{"id":"pay_9",  "amount":100}\n', 'UTF8'),
+                     '{"ETag": "W/\"1\"", "Location": "/v1/payments/pay_9", "Content-Type": "application/json"}') AS again;
+SELECT try($$SELECT idem_complete('http', 'b1', 1, 'pay_9', NULL, 201, '\x7b7d',
+                                  '{"Location": "/v1/payments/pay_9", "Content-Type": "application/json", "ETag": "W/\"1\""}')$$) AS other_body;
+SELECT try($$SELECT idem_complete('http', 'b1', 1, 'pay_9', NULL, 201,
+                                  convert_to(E'{"id":"pay_9",  "amount":100}\n', 'UTF8'), NULL)$$) AS no_headers;
+-- a stored non-retryable failure replays its body and headers too
+SELECT outcome FROM idem_claim('http', 'f1');
+SELECT idem_fail('http', 'f1', 1, false, NULL, 402, '{"error":"card_declined"}', '{"Content-Type": "application/json"}');
+SELECT outcome, response_status, convert_from(response_body, 'UTF8') AS body, response_headers FROM idem_claim('http', 'f1');
+-- a retryable failure's body is not replayed: the next claim takes the key over and the stored
+-- body and headers are cleared with the rest of the result
+SELECT outcome FROM idem_claim('http', 'r1');
+SELECT idem_fail('http', 'r1', 1, true, NULL, 503, 'busy', '{"Retry-After": "1"}');
+SELECT outcome, attempt, response_body, response_headers FROM idem_claim('http', 'r1');
+SELECT response_body, response_headers FROM idempotency.records WHERE scope = 'http' AND key = 'r1';
+-- response_headers must be an object of header name to string value, the names HTTP tokens,
+-- the values free of CR, LF and NUL (no header injection through a replay); nothing is written
+SELECT outcome FROM idem_claim('http', 'h1');
+SELECT try(format($$SELECT idem_complete('http', 'h1', 1, response_headers => %L)$$, h)) AS bad_headers
+FROM (VALUES ('[]'), ('"Location"'), ('{"Location": 1}'), ('{"Location": null}'),
+             ('{"Bad Name": "x"}'), ('{"": "x"}'), ('{"Location": "/a\r\nSet-Cookie: s=1"}'),
+             ('{"Location": "a\u0000b"}')) v(h);
+SELECT status, response_headers FROM idempotency.records WHERE scope = 'http' AND key = 'h1';
+SELECT idem_complete('http', 'h1', 1, response_headers => '{}') AS empty_object_ok;

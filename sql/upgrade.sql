@@ -12,9 +12,9 @@ SET client_min_messages = warning;
 -- the update path 0.1 -> 0.2 exists; a plain CREATE EXTENSION follows it
 SELECT source, target, path FROM pg_extension_update_paths('idempotency')
 WHERE source = '0.1' AND target = '0.2';
--- and on to 0.3 and 0.4
+-- and on to 0.3, 0.4, 0.5 and 0.6
 SELECT source, target, path FROM pg_extension_update_paths('idempotency')
-WHERE target IN ('0.3', '0.4') AND path IS NOT NULL ORDER BY target, source;
+WHERE target IN ('0.3', '0.4', '0.5', '0.6') AND path IS NOT NULL ORDER BY target, source;
 SELECT name, version, installed FROM pg_available_extension_versions
 WHERE name = 'idempotency' ORDER BY version;
 SELECT default_version FROM pg_available_extensions WHERE name = 'idempotency';
@@ -237,9 +237,40 @@ FROM pg_proc p WHERE p.proname LIKE 'idem\_outbox\_%' ORDER BY 1::text;
 SELECT idem_outbox_emit('up-topic', '{"n": 1}', 'k', 'up-dedup') IS NOT NULL AS emitted;
 SELECT key, payload, attempt FROM idem_outbox_next('up-topic');
 
+-- 0.5 -> 0.6: replays keep the exact body bytes and headers. Before the update the new module
+-- serves the 0.5 schema (claims through SQL, 0.5's functions and result row); after it a record
+-- completed under 0.5 replays with NULL body and headers, the recreated functions keep their
+-- grants and comments, and the new arguments and columns work.
+SELECT outcome, attempt FROM idem_claim('up/c', 'k05', '\x05');
+SELECT idem_complete('up/c', 'k05', 1, 'r05', '{"id": 5}', 201);
+SELECT outcome, resource_id, response FROM idem_claim('up/c', 'k05', '\x05');
+SELECT pg_get_function_result('idem_lookup(text,text)'::regprocedure) ~ 'response_body' AS lookup_has_body_05;
+-- grants made under 0.5 survive the recreation
+GRANT EXECUTE ON FUNCTION idem_complete(text, text, integer, text, jsonb, integer),
+    idem_lookup(text, text) TO idem_upgrade_app;
+ALTER EXTENSION idempotency UPDATE TO '0.6';
+SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
+SELECT outcome, resource_id, response, response_body, response_headers
+FROM idem_claim('up/c', 'k05', '\x05');
+SELECT p.oid::regprocedure AS recreated,
+       has_function_privilege('idem_upgrade_app', p.oid, 'EXECUTE') AS app_execute,
+       has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute,
+       obj_description(p.oid, 'pg_proc') IS NOT NULL AS has_comment
+FROM pg_proc p WHERE p.proname IN ('idem_complete', 'idem_fail', 'idem_lookup', 'idem_key_from_header')
+ORDER BY 1::text;
+-- the grant made by a user is not recorded as the extension's own (pg_dump keeps it)
+SELECT count(*) AS app_in_init_privs FROM pg_init_privs i, aclexplode(i.initprivs) x
+WHERE x.grantee = 'idem_upgrade_app'::regrole;
+SELECT outcome FROM idem_claim('up/c', 'k06', '\x06');
+SELECT idem_complete('up/c', 'k06', 1, 'r06', NULL, 201, '{"id":6}', '{"Location": "/r/6"}');
+SELECT outcome, convert_from(response_body, 'UTF8') AS body, response_headers
+FROM idem_claim('up/c', 'k06', '\x06');
+SELECT status, convert_from(response_body, 'UTF8') AS body, response_headers FROM idem_lookup('up/c', 'k06');
+SELECT idem_key_from_header('"k-6"') AS key;
+
 -- updating to the installed version is a no-op notice, an unknown version an error
 SET client_min_messages = notice;
-ALTER EXTENSION idempotency UPDATE TO '0.5';
+ALTER EXTENSION idempotency UPDATE TO '0.6';
 \set VERBOSITY terse
 ALTER EXTENSION idempotency UPDATE TO '9.9';
 \set VERBOSITY default

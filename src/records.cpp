@@ -4,6 +4,7 @@
 // row is the record read to tell why (IK001 / IK002 / IK003, or a repeat of the same finish).
 #include "records.hpp"
 #include "errors.hpp"
+#include "http_fields.hpp"
 #include "operations.hpp"
 #include "settings.hpp"
 
@@ -20,12 +21,14 @@ extern "C" {
 namespace idem::pg::records {
 
 namespace {
-const char *const SQL_GET = "SELECT " RECORD_COLUMNS " FROM idempotency.records r" WHERE_KEY;
-SPIPlanPtr plan_get_slot;
+const char *const SQL_GET[2] = {"SELECT " RECORD_COLUMNS " FROM idempotency.records r" WHERE_KEY,
+                                "SELECT " RECORD_COLUMNS_06
+                                " FROM idempotency.records r" WHERE_KEY};
+SPIPlanPtr plan_get_slot[2];
 } // namespace
 
-SPIPlanPtr plan_get() {
-    return saved_plan(&plan_get_slot, SQL_GET, 2, KEY_TYPES);
+SPIPlanPtr plan_get(bool with_body) {
+    return saved_plan(&plan_get_slot[with_body], SQL_GET[with_body], 2, KEY_TYPES);
 }
 
 void scope_key_args(FunctionCallInfo fcinfo, Datum *scope, Datum *key) {
@@ -108,15 +111,20 @@ using namespace idem::pg::records;
 // after the finish as its TTL window was long at the claim. The new expiry is computed in UTC
 // (timestamp arithmetic, a day is 24 hours) with immutable functions only: Citus refuses STABLE
 // ones (timestamptz + interval) on columns of a distributed table (0A000).
-const char *const SQL_FINISH =
-    "UPDATE idempotency.records AS r SET status = $4, retryable = $5, resource_id = $6, "
-    "response = $7, response_status = $8, updated_at = $9, lease_expires_at = NULL, "
-    "expires_at = GREATEST(r.expires_at, pg_catalog.timezone('UTC'::pg_catalog.text, "
-    "pg_catalog.timezone('UTC'::pg_catalog.text, $9) OPERATOR(pg_catalog.+) "
-    "(r.expires_at OPERATOR(pg_catalog.-) r.created_at)))" WHERE_KEY
-    " AND r.attempt OPERATOR(pg_catalog.=) $3 AND r.status OPERATOR(pg_catalog.=) 'processing'";
-const Oid FINISH_TYPES[] = {TEXTOID, TEXTOID,  INT4OID, TEXTOID,       BOOLOID,
-                            TEXTOID, JSONBOID, INT4OID, TIMESTAMPTZOID};
+// The second form (0.6) also stores the response's exact body bytes and headers.
+#define FINISH_SET                                                                                 \
+    "UPDATE idempotency.records AS r SET status = $4, retryable = $5, resource_id = $6, "          \
+    "response = $7, response_status = $8, updated_at = $9, lease_expires_at = NULL, "              \
+    "expires_at = GREATEST(r.expires_at, pg_catalog.timezone('UTC'::pg_catalog.text, "             \
+    "pg_catalog.timezone('UTC'::pg_catalog.text, $9) OPERATOR(pg_catalog.+) "                      \
+    "(r.expires_at OPERATOR(pg_catalog.-) r.created_at)))"
+#define FINISH_WHERE                                                                               \
+    WHERE_KEY " AND r.attempt OPERATOR(pg_catalog.=) $3 AND r.status OPERATOR(pg_catalog.=) "      \
+              "'processing'"
+const char *const SQL_FINISH[2] = {FINISH_SET FINISH_WHERE, FINISH_SET
+                                   ", response_body = $10, response_headers = $11" FINISH_WHERE};
+const Oid FINISH_TYPES[] = {TEXTOID,  TEXTOID, INT4OID,        TEXTOID,  BOOLOID, TEXTOID,
+                            JSONBOID, INT4OID, TIMESTAMPTZOID, BYTEAOID, JSONBOID};
 
 const char *const SQL_HEARTBEAT =
     "UPDATE idempotency.records AS r SET lease_expires_at = $5, updated_at = $4, "
@@ -124,7 +132,7 @@ const char *const SQL_HEARTBEAT =
     " AND r.attempt OPERATOR(pg_catalog.=) $3 AND r.status OPERATOR(pg_catalog.=) 'processing'";
 const Oid HEARTBEAT_TYPES[] = {TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
-SPIPlanPtr plan_finish, plan_heartbeat;
+SPIPlanPtr plan_finish[2], plan_heartbeat;
 
 // NULL-aware byte-wise equality of two text values (no collation is involved).
 bool text_equal(bool a_null, Datum a, bool b_null, Datum b) {
@@ -168,6 +176,11 @@ struct Outcome {
     Datum resp;
     bool st_null;
     Datum st;
+    bool v06; // called with 0.6's response_body and response_headers arguments
+    bool body_null;
+    Datum body;
+    bool headers_null;
+    Datum headers;
 };
 
 // True when the record read by explain_refusal (SPI row 0) holds exactly outcome o.
@@ -179,12 +192,18 @@ bool same_outcome(const idem::RecordState &st, const char *stored, const Outcome
     v = col(0, C_RESPONSE, &isnull);
     same = same && jsonb_equal(isnull, v, o.resp_null, o.resp);
     v = col(0, C_RESPONSE_STATUS, &isnull);
-    return same && int4_equal(isnull, v, o.st_null, o.st);
+    same = same && int4_equal(isnull, v, o.st_null, o.st);
+    if (!o.v06)
+        return same;
+    v = col(0, C_RESPONSE_BODY, &isnull);
+    same = same && bytea_equal(isnull, v, o.body_null, o.body);
+    v = col(0, C_RESPONSE_HEADERS, &isnull);
+    return same && jsonb_equal(isnull, v, o.headers_null, o.headers);
 }
 
 // The record of keyv (IK001 when there is none), read into SPI row 0.
-idem::RecordState read_or_not_found(Datum *keyv, const char *action) {
-    if (exec(plan_get(), keyv, nullptr, false, 1) == 0)
+idem::RecordState read_or_not_found(Datum *keyv, const char *action, bool v06) {
+    if (exec(plan_get(v06), keyv, nullptr, false, 1) == 0)
         ereport(ERROR, (errcode(IK_NOT_FOUND), errmsg("idempotency key not found"),
                         errdetail("No record exists for scope \"%s\" and key \"%s\": it was "
                                   "never claimed, or it expired and was purged.",
@@ -200,7 +219,7 @@ idem::RecordState read_or_not_found(Datum *keyv, const char *action) {
 // finish is the outcome of a complete/fail, NULL for a heartbeat), or false when the record
 // changed between the update and this read (try again).
 bool explain_refusal(Datum *keyv, int32 attempt, const char *action, const Outcome *finish) {
-    idem::RecordState st = read_or_not_found(keyv, action);
+    idem::RecordState st = read_or_not_found(keyv, action, finish != nullptr && finish->v06);
     if (st.status == idem::Status::Processing) {
         if (attempt > st.attempt)
             ereport(ERROR, (errcode(IK_FENCED), errmsg("attempt %d does not own this key", attempt),
@@ -241,6 +260,45 @@ bool explain_refusal(Datum *keyv, int32 attempt, const char *action, const Outco
     pg_unreachable();
 }
 
+// 22023 unless headers is a JSON object of header name to string value (core/http_fields.hpp).
+void check_response_headers(Jsonb *headers) {
+    if (!JB_ROOT_IS_OBJECT(headers))
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid response_headers"),
+                 errdetail("response_headers must be a JSON object, not a JSON %s.",
+                           JB_ROOT_IS_SCALAR(headers) ? "scalar" : "array")));
+    JsonbIterator *it = JsonbIteratorInit(&headers->root);
+    JsonbValue k, v;
+    JsonbIteratorToken t;
+    while ((t = JsonbIteratorNext(&it, &k, true)) != WJB_DONE) {
+        if (t != WJB_KEY)
+            continue;
+        t = JsonbIteratorNext(&it, &v, true);
+        if (v.type != jbvString)
+            ereport(ERROR,
+                    (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid response_headers"),
+                     errdetail("The value of header \"%.*s\" is not a JSON string.",
+                               k.val.string.len, k.val.string.val)));
+        std::string_view name(k.val.string.val, k.val.string.len);
+        std::string_view value(v.val.string.val, v.val.string.len);
+        idem::pg::call_cpp([&] { idem::validate_response_header(name, value); });
+    }
+}
+
+// 0.6's trailing arguments of idem_complete / idem_fail (arguments 6 and 7) into o, checked.
+void body_args(FunctionCallInfo fcinfo, Outcome *o) {
+    o->v06 = PG_NARGS() >= 8;
+    o->body_null = o->headers_null = true;
+    if (!o->v06)
+        return;
+    o->body_null = PG_ARGISNULL(6);
+    o->body = o->body_null ? (Datum)0 : PG_GETARG_DATUM(6);
+    o->headers_null = PG_ARGISNULL(7);
+    o->headers = o->headers_null ? (Datum)0 : PG_GETARG_DATUM(7);
+    if (!o->headers_null)
+        check_response_headers(PG_GETARG_JSONB_P(7));
+}
+
 // Shared body of idem_complete and idem_fail.
 Datum finish(FunctionCallInfo fcinfo, Outcome o, int resp_arg, int status_arg, const char *action) {
     Datum scope, key;
@@ -250,34 +308,40 @@ Datum finish(FunctionCallInfo fcinfo, Outcome o, int resp_arg, int status_arg, c
     o.resp = o.resp_null ? (Datum)0 : PG_GETARG_DATUM(resp_arg);
     o.st_null = PG_ARGISNULL(status_arg);
     o.st = o.st_null ? (Datum)0 : PG_GETARG_DATUM(status_arg);
+    body_args(fcinfo, &o);
     TimestampTz now = GetCurrentTimestamp();
 
     idem::pg::SavedUser su;
     idem::pg::enter(&su);
-    saved_plan(&plan_finish, SQL_FINISH, 9, FINISH_TYPES);
-    Datum v[9] = {scope,
-                  key,
-                  Int32GetDatum(attempt),
-                  CStringGetTextDatum(o.status),
-                  BoolGetDatum(o.retryable),
-                  o.rid,
-                  o.resp,
-                  o.st,
-                  TimestampTzGetDatum(now)};
-    char n[9] = {' ',
-                 ' ',
-                 ' ',
-                 ' ',
-                 ' ',
-                 o.rid_null ? 'n' : ' ',
-                 o.resp_null ? 'n' : ' ',
-                 o.st_null ? 'n' : ' ',
-                 ' '};
+    int nparams = o.v06 ? 11 : 9;
+    SPIPlanPtr plan = saved_plan(&plan_finish[o.v06], SQL_FINISH[o.v06], nparams, FINISH_TYPES);
+    Datum v[11] = {scope,
+                   key,
+                   Int32GetDatum(attempt),
+                   CStringGetTextDatum(o.status),
+                   BoolGetDatum(o.retryable),
+                   o.rid,
+                   o.resp,
+                   o.st,
+                   TimestampTzGetDatum(now),
+                   o.body,
+                   o.headers};
+    char n[11] = {' ',
+                  ' ',
+                  ' ',
+                  ' ',
+                  ' ',
+                  o.rid_null ? 'n' : ' ',
+                  o.resp_null ? 'n' : ' ',
+                  o.st_null ? 'n' : ' ',
+                  ' ',
+                  o.body_null ? 'n' : ' ',
+                  o.headers_null ? 'n' : ' '};
     bool stored = false;
     for (int round = 0;; round++) {
         if (round == 10)
             give_up_changing(action);
-        stored = exec(plan_finish, v, n, false, 0) == 1;
+        stored = exec(plan, v, n, false, 0) == 1;
         Datum keyv[2] = {scope, key};
         if (stored || explain_refusal(keyv, attempt, action, &o))
             break;
@@ -288,13 +352,15 @@ Datum finish(FunctionCallInfo fcinfo, Outcome o, int resp_arg, int status_arg, c
 
 } // namespace
 
-// idem_complete(scope, key, attempt, resource_id, response, response_status): stores a result.
+// idem_complete(scope, key, attempt, resource_id, response, response_status, response_body,
+// response_headers): stores a result.
 IDEM_PG_FUNCTION(idem_complete) {
     Outcome o{"completed", false, PG_ARGISNULL(3), PG_ARGISNULL(3) ? (Datum)0 : PG_GETARG_DATUM(3)};
     return finish(fcinfo, o, 4, 5, "complete");
 }
 
-// idem_fail(scope, key, attempt, retryable, response, response_status): records a failure.
+// idem_fail(scope, key, attempt, retryable, response, response_status, response_body,
+// response_headers): records a failure.
 IDEM_PG_FUNCTION(idem_fail) {
     Outcome o{"failed", PG_ARGISNULL(3) ? true : PG_GETARG_BOOL(3), true, (Datum)0};
     return finish(fcinfo, o, 4, 5, "fail");
@@ -338,7 +404,8 @@ IDEM_PG_FUNCTION(idem_lookup) {
     Datum keyv[2] = {scope, key};
     // Normally one row. Under REPEATABLE READ / SERIALIZABLE a transaction that claimed the key
     // after a purge it cannot see deleted the old, expired record sees both: the live one counts.
-    uint64 n = exec(plan_get(), keyv, nullptr, true, 0);
+    bool v06 = rsinfo->setDesc->natts >= 12; // 0.6's result has response_body, response_headers
+    uint64 n = exec(plan_get(v06), keyv, nullptr, true, 0);
     uint64 live = n;
     for (uint64 r = 0; r < n && live == n; r++) {
         idem::RecordState st = read_state(r);
@@ -348,15 +415,17 @@ IDEM_PG_FUNCTION(idem_lookup) {
     if (live < n) {
         Datum values[C_NCOLS];
         bool nulls[C_NCOLS];
-        static const int16 lens[C_NCOLS] = {-1, 1, -1, 4, -1, -1, 4, 8, 8, 8, 8};
-        static const bool byvals[C_NCOLS] = {false, true, false, true, true, false,
-                                             true,  true, true,  true, true};
+        static const int16 lens[C_NCOLS] = {-1, 1, -1, 4, -1, -1, 4, 8, 8, 8, 8, -1, -1};
+        static const bool byvals[C_NCOLS] = {false, true, false, true, true,  false, true,
+                                             true,  true, true,  true, false, false};
         // Output columns: status, fingerprint, attempt, resource_id, response, response_status,
-        // created_at, updated_at, lease_expires_at, expires_at.
-        static const int order[10] = {C_STATUS,        C_FINGERPRINT,     C_ATTEMPT, C_RESOURCE_ID,
-                                      C_RESPONSE,      C_RESPONSE_STATUS, C_CREATED, C_UPDATED,
-                                      C_LEASE_EXPIRES, C_EXPIRES};
-        for (int i = 0; i < 10; i++) {
+        // created_at, updated_at, lease_expires_at, expires_at (0.5), response_body,
+        // response_headers (0.6).
+        static const int order[12] = {C_STATUS,      C_FINGERPRINT,   C_ATTEMPT,
+                                      C_RESOURCE_ID, C_RESPONSE,      C_RESPONSE_STATUS,
+                                      C_CREATED,     C_UPDATED,       C_LEASE_EXPIRES,
+                                      C_EXPIRES,     C_RESPONSE_BODY, C_RESPONSE_HEADERS};
+        for (int i = 0; i < (v06 ? 12 : 10); i++) {
             int c = order[i];
             values[i] =
                 copy_col(outer, c, lens[c - 1], byvals[c - 1] && lens[c - 1] > 0, &nulls[i], live);

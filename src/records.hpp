@@ -23,6 +23,9 @@ namespace idem::pg::records {
     "r.response_status::pg_catalog.int4, r.lease_expires_at::pg_catalog.timestamptz, "             \
     "r.expires_at::pg_catalog.timestamptz, r.created_at::pg_catalog.timestamptz, "                 \
     "r.updated_at::pg_catalog.timestamptz"
+// 0.6's table adds the stored response's exact body bytes and headers (replay fidelity).
+#define RECORD_COLUMNS_06                                                                          \
+    RECORD_COLUMNS ", r.response_body::pg_catalog.bytea, r.response_headers::pg_catalog.jsonb"
 enum RecordCol {
     C_STATUS = 1,
     C_RETRYABLE,
@@ -35,7 +38,9 @@ enum RecordCol {
     C_EXPIRES,
     C_CREATED,
     C_UPDATED,
-    C_NCOLS = C_UPDATED
+    C_RESPONSE_BODY, // RECORD_COLUMNS_06 only
+    C_RESPONSE_HEADERS,
+    C_NCOLS = C_RESPONSE_HEADERS
 };
 #define WHERE_KEY " WHERE r.scope OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) $2"
 
@@ -43,8 +48,9 @@ enum RecordCol {
 inline const Oid KEY_TYPES[] = {TEXTOID, TEXTOID};
 
 // The saved SELECT of a record by ($1 scope, $2 key), without a lock (lookers never block the
-// owner's complete or heartbeat). Call while connected to SPI.
-SPIPlanPtr plan_get();
+// owner's complete or heartbeat): RECORD_COLUMNS, or RECORD_COLUMNS_06 when with_body (only on
+// a 0.6 table: records_direct.hpp's records_have_response_body). Call while connected to SPI.
+SPIPlanPtr plan_get(bool with_body = false);
 
 // Validated scope and key arguments (arguments 0 and 1 of every function here).
 void scope_key_args(FunctionCallInfo fcinfo, Datum *scope, Datum *key);

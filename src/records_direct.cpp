@@ -31,15 +31,19 @@ enum Column {
     A_UPDATED,
     A_LEASE_EXPIRES,
     A_EXPIRES,
+    A_RESPONSE_BODY, // 0.6
+    A_RESPONSE_HEADERS,
     A_COUNT
 };
-const char *const COLUMN_NAMES[A_COUNT] = {
-    "scope",       "key",      "status",          "retryable",  "fingerprint", "attempt",
-    "resource_id", "response", "response_status", "created_at", "updated_at",  "lease_expires_at",
-    "expires_at"};
-const Oid COLUMN_TYPES[A_COUNT] = {
-    TEXTOID,  TEXTOID, TEXTOID,        BOOLOID,        BYTEAOID,       INT4OID,       TEXTOID,
-    JSONBOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+const char *const COLUMN_NAMES[A_COUNT] = {"scope",       "key",           "status",
+                                           "retryable",   "fingerprint",   "attempt",
+                                           "resource_id", "response",      "response_status",
+                                           "created_at",  "updated_at",    "lease_expires_at",
+                                           "expires_at",  "response_body", "response_headers"};
+const Oid COLUMN_TYPES[A_COUNT] = {TEXTOID,        TEXTOID,        TEXTOID,        BOOLOID,
+                                   BYTEAOID,       INT4OID,        TEXTOID,        JSONBOID,
+                                   INT4OID,        TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
+                                   TIMESTAMPTZOID, BYTEAOID,       JSONBOID};
 
 // The CHECK constraints of the extension's own table definition. The row insert_new builds
 // satisfies both by construction (status 'processing', attempt 1), so they are not evaluated.
@@ -47,8 +51,9 @@ const char *const OWN_CHECKS[] = {"records_status_check", "records_attempt_check
 
 // A new record leaves these columns NULL; retryable has the only default (insert_new sets it,
 // as the SQL statement leaves it to the default).
-constexpr uint32 NULLABLE =
-    1u << A_FINGERPRINT | 1u << A_RESOURCE_ID | 1u << A_RESPONSE | 1u << A_RESPONSE_STATUS;
+constexpr uint32 NULLABLE = 1u << A_FINGERPRINT | 1u << A_RESOURCE_ID | 1u << A_RESPONSE |
+                            1u << A_RESPONSE_STATUS | 1u << A_RESPONSE_BODY |
+                            1u << A_RESPONSE_HEADERS;
 const direct::TableShape SHAPE = {"records",    A_COUNT,          COLUMN_NAMES,
                                   COLUMN_TYPES, OWN_CHECKS,       2, // columns, checks
                                   nullptr,      nullptr,          0, // no index but the primary key
@@ -86,6 +91,8 @@ void fill_record(TupleTableSlot *slot, MemoryContext cxt, StoredRecord *out) {
     out->fingerprint = copied(slot, r.att[A_FINGERPRINT], cxt, &out->fingerprint_null);
     out->resource_id = copied(slot, r.att[A_RESOURCE_ID], cxt, &out->resource_id_null);
     out->response = copied(slot, r.att[A_RESPONSE], cxt, &out->response_null);
+    out->body = copied(slot, r.att[A_RESPONSE_BODY], cxt, &out->body_null);
+    out->headers = copied(slot, r.att[A_RESPONSE_HEADERS], cxt, &out->headers_null);
     out->response_status =
         DatumGetInt32(column(slot, r.att[A_RESPONSE_STATUS], &out->response_status_null));
     out->lease_expires_at =
@@ -131,6 +138,12 @@ InsertResult insert_new(const NewRecord &rec, bool read, MemoryContext cxt, Stor
     set(A_EXPIRES, TimestampTzGetDatum(rec.expires_at));
     ReadArgs args{cxt, out};
     return direct::insert(&records, "idem_claim", v, n, read ? read_conflict : nullptr, &args);
+}
+
+// (records_direct.hpp) The direct table's resolution knows: a 0.5 table lacks the two columns (and
+// is then not plain: claims take the SQL path until ALTER EXTENSION idempotency UPDATE).
+bool records_have_response_body() {
+    return direct::resolve(&records).all_columns;
 }
 
 } // namespace idem::pg

@@ -81,7 +81,7 @@ CREATE EXTENSION idempotency VERSION '0.1';
 GRANT EXECUTE ON FUNCTION idem_claim(text, text, bytea, interval, interval, boolean),
     idem_complete(text, text, integer, text, jsonb, integer) TO idem_dump_app;
 ALTER EXTENSION idempotency UPDATE;
-GRANT EXECUTE ON FUNCTION idem_fail(text, text, integer, boolean, jsonb, integer) TO idem_dump_app;
+GRANT EXECUTE ON FUNCTION idem_fail(text, text, integer, boolean, jsonb, integer, bytea, jsonb) TO idem_dump_app;
 SQL
 pg_dump -Fc -d $SRC -f "$DUMP"
 pg_restore --exit-on-error -d $DST "$DUMP"

@@ -102,8 +102,8 @@ SELECT ok(has_function_privilege('public', 'idem_fingerprint(jsonb,text[],text[]
 CREATE ROLE idempotency_user NOLOGIN;
 GRANT EXECUTE ON FUNCTION
     idem_claim(text, text, bytea, interval, interval, boolean),
-    idem_complete(text, text, integer, text, jsonb, integer),
-    idem_fail(text, text, integer, boolean, jsonb, integer),
+    idem_complete(text, text, integer, text, jsonb, integer, bytea, jsonb),
+    idem_fail(text, text, integer, boolean, jsonb, integer, bytea, jsonb),
     idem_heartbeat(text, text, integer, interval),
     idem_lookup(text, text),
     idem_inbox_receive(text, text, bytea, boolean, text, bytea, text, bigint, interval),
