@@ -721,7 +721,7 @@ c=$(scope_on 2 upgrade)
 expect "0.4: claim" "$(qv 0 "SELECT outcome FROM idem_claim('$s', 'k', '\\x01')")" claimed
 expect "0.4: complete" "$(qv 0 "SELECT idem_complete('$s', 'k', 1, 'r')")" t
 expect "0.4: queued inbox entry" "$(qv 0 "SELECT idem_inbox_receive('$c', 'job', enqueue => true)")" new
-expect "ALTER EXTENSION idempotency UPDATE" "$(qv 0 "ALTER EXTENSION idempotency UPDATE")" ""
+expect "ALTER EXTENSION idempotency UPDATE TO '0.5'" "$(qv 0 "ALTER EXTENSION idempotency UPDATE TO '0.5'")" ""
 expect "versions (coordinator worker1 worker2)" \
     "$(for i in 0 1 2; do q $i "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"; done | paste -sd' ')" "0.5 0.5 0.5"
 expect "inbox placements with available_at" \
@@ -738,6 +738,28 @@ expect "0.5 after the update: replay" "$(qv 0 "SELECT outcome || ' ' || resource
 expect "0.5 after the update: inbox next" "$(qv 0 "SELECT event_id || ' ' || attempt FROM idem_inbox_next('$c', 10)")" "job 1"
 expect "0.5 after the update: outbox next" "$(qv 0 "SELECT payload->>'n' FROM idem_outbox_next('$ut', 10)")" 1
 say "0.4 -> 0.5 on the cluster: ALTER EXTENSION UPDATE on every node, available_at in every inbox shard; a second idem_distribute() distributed the outbox (its event moved into the shard) and delegated idem_outbox_next; replay, inbox next, outbox next"
+
+# 0.5 -> 0.6: response_body and response_headers in every records shard and in idem_claim_result
+# on every node; idem_complete, idem_fail and idem_lookup are recreated (new arguments, new
+# columns), so a second idem_distribute() delegates them again.
+expect "ALTER EXTENSION idempotency UPDATE (to 0.6)" "$(qv 0 "ALTER EXTENSION idempotency UPDATE")" ""
+expect "versions 0.6 (coordinator worker1 worker2)" \
+    "$(for i in 0 1 2; do q $i "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"; done | paste -sd' ')" "0.6 0.6 0.6"
+expect "records placements with response_body and response_headers" \
+    "$(q 0 "SELECT count(*) FROM run_command_on_placements('idempotency.records', \$\$SELECT count(*) FROM pg_attribute WHERE attrelid = '%s'::regclass AND attname IN ('response_body', 'response_headers')\$\$) WHERE result = '2'")" \
+    "$(q 0 "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'idempotency.records'::regclass")"
+expect "idem_claim_result columns (coordinator worker1 worker2)" \
+    "$(for i in 0 1 2; do q $i "SELECT count(*) FROM pg_attribute WHERE attrelid = 'idem_claim_result'::regclass AND attnum > 0"; done | paste -sd' ')" "9 9 9"
+expect "0.6 after the update: a 0.5 record replays" "$(qv 0 "SELECT outcome || ' ' || resource_id || ' ' || coalesce(response_body::text, 'no body') FROM idem_claim('$s', 'k', '\\x01')")" "replayed r no body"
+expect "idem_distribute() after the update to 0.6 (what changed)" \
+    "$(q 0 "SELECT string_agg(object || ': ' || action, ', ' ORDER BY object) FROM idem_distribute() WHERE action NOT LIKE 'unchanged%'")" \
+    "public.idem_complete(text,text,integer,text,jsonb,integer,bytea,jsonb): delegated by scope, public.idem_fail(text,text,integer,boolean,jsonb,integer,bytea,jsonb): delegated by scope, public.idem_lookup(text,text): delegated by scope"
+expect "0.6: claim" "$(qv 0 "SELECT outcome FROM idem_claim('$s', idem_key_from_header('\"k6\"'), '\\x06')")" claimed
+expect "0.6: complete with body and headers" "$(qv 0 "SELECT idem_complete('$s', 'k6', 1, 'r6', NULL, 201, '{\"id\":6}', '{\"Location\": \"/r/6\"}')")" t
+expect "0.6: replay of the exact body and headers" \
+    "$(qv 0 "SELECT outcome || ' ' || convert_from(response_body, 'UTF8') || ' ' || (response_headers->>'Location') FROM idem_claim('$s', 'k6', '\\x06')")" 'replayed {"id":6} /r/6'
+expect "0.6: lookup" "$(qv 0 "SELECT convert_from(response_body, 'UTF8') FROM idem_lookup('$s', 'k6')")" '{"id":6}'
+say "0.5 -> 0.6 on the cluster: every node at 0.6, the two columns in every records shard and in idem_claim_result; a second idem_distribute() delegated the recreated idem_complete, idem_fail and idem_lookup; a 0.5 record replays, a 0.6 one with its exact body and headers"
 
 # --- still to come (issue 16 "Tests") ---------------------------------------------------------
 # - a shard moved (citus_move_shard_placement, block_writes) mid-load
