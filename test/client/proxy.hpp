@@ -8,8 +8,15 @@
 //   ServerByte      after a random number of server->client bytes
 //   ClientByte      after a random number of client->server bytes (the server may not have
 //                   seen the request)
+//   LostResponse    the server's whole answer has reached the proxy (the server closed its side)
+//                   and is dropped instead of forwarded (needs buffer_response)
 // The server->client stream is parsed as protocol-3 messages (type byte + int32 length), so
-// clients must connect with sslmode=disable gssencmode=disable (see tcp_conninfo).
+// clients must connect with sslmode=disable gssencmode=disable (see tcp_conninfo). With
+// pg_protocol = false (HTTP, test/examples/fault_proxy.cpp) there is no parsing and the two
+// PostgreSQL kinds are never chosen; with buffer_response (a server that closes the connection
+// after one answer: HTTP with Connection: close), a ServerByte or LostResponse connection reads
+// the server's whole answer before forwarding any of it, so a ServerByte cut falls strictly
+// inside the answer (at least one byte sent, at least one missing).
 #pragma once
 
 #include <arpa/inet.h>
@@ -38,16 +45,25 @@ struct ProxyConfig {
     // Shares of the cut kinds (normalized): after COMMIT, after the k-th statement, random
     // server->client byte, random client->server byte.
     double w_after_commit = 0.4, w_after_statement = 0.2, w_server_byte = 0.2, w_client_byte = 0.2;
+    double w_lost_response = 0; // LostResponse: only with buffer_response
+    bool pg_protocol = true;    // false: no protocol parsing, no AfterCommit / AfterStatement
+    bool buffer_response = false;
+    int client_cut_max = 400; // a ClientByte cut falls in client->server bytes [1, max]
+    int listen_port = 0;      // 0: an ephemeral port
+    unsigned long seed = 0;   // 0: random
 };
 
 class Proxy {
   public:
-    enum Kind { None, AfterCommit, AfterStatement, ServerByte, ClientByte, NKinds };
+    enum Kind { None, AfterCommit, AfterStatement, ServerByte, ClientByte, LostResponse, NKinds };
 
-    explicit Proxy(ProxyConfig cfg) : cfg_(cfg) {}
+    explicit Proxy(ProxyConfig cfg) : cfg_(cfg) {
+        if (cfg_.seed != 0)
+            rng_.seed(cfg_.seed);
+    }
     ~Proxy() { stop(); }
 
-    // Listens on 127.0.0.1 (an ephemeral port) and starts accepting.
+    // Listens on 127.0.0.1 (listen_port, or an ephemeral port) and starts accepting.
     void start() {
         lfd_ = ::socket(AF_INET, SOCK_STREAM, 0);
         int one = 1;
@@ -55,7 +71,7 @@ class Proxy {
         sockaddr_in a{};
         a.sin_family = AF_INET;
         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        a.sin_port = 0;
+        a.sin_port = htons(static_cast<uint16_t>(cfg_.listen_port));
         if (::bind(lfd_, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 ||
             ::listen(lfd_, 512) != 0)
             throw std::runtime_error(std::string("proxy: bind/listen: ") + std::strerror(errno));
@@ -131,8 +147,13 @@ class Proxy {
         double p = cut_p_.load() >= 0 ? cut_p_.load() : cfg_.cut_probability;
         if (rand01() >= p)
             return None;
-        double w[NKinds] = {0, cfg_.w_after_commit, cfg_.w_after_statement, cfg_.w_server_byte,
-                            cfg_.w_client_byte};
+        bool pg = cfg_.pg_protocol;
+        double w[NKinds] = {0,
+                            pg ? cfg_.w_after_commit : 0,
+                            pg ? cfg_.w_after_statement : 0,
+                            cfg_.w_server_byte,
+                            cfg_.w_client_byte,
+                            cfg_.buffer_response ? cfg_.w_lost_response : 0};
         double sum = 0;
         for (double x : w)
             sum += x;
@@ -213,6 +234,18 @@ class Proxy {
                 std::chrono::milliseconds(rand_int(cfg_.latency_min_ms, cfg_.latency_max_ms)));
     }
 
+    // The end of a buffered connection: forwards a strict prefix of the server's whole answer
+    // (ServerByte; nothing for LostResponse, or for an empty answer), then the cut.
+    void cut_buffered(int cfd, const std::string &answer, Kind kind) {
+        size_t keep = 0;
+        if (kind == ServerByte && answer.size() >= 2)
+            keep = static_cast<size_t>(rand_int(1, static_cast<int>(answer.size()) - 1));
+        latency();
+        write_all(cfd, answer.data(), keep);
+        if (!answer.empty())
+            cuts[kind]++;
+    }
+
     void serve(int cfd) {
         int ufd = ::socket(AF_INET, SOCK_STREAM, 0);
         sockaddr_in a{};
@@ -229,7 +262,13 @@ class Proxy {
         }
         Kind kind = choose_kind();
         long s2c_cut_at = kind == ServerByte ? rand_int(1, 1500) : -1;
-        long c2s_cut_at = kind == ClientByte ? rand_int(1, 400) : -1;
+        long c2s_cut_at = kind == ClientByte ? rand_int(1, cfg_.client_cut_max) : -1;
+        // A ServerByte or LostResponse connection of a buffer_response proxy: the answer is read
+        // to the server's end of stream, then a prefix of it (none for LostResponse) is sent.
+        bool buffering = cfg_.buffer_response && (kind == ServerByte || kind == LostResponse);
+        if (buffering)
+            s2c_cut_at = -1;
+        std::string answer;
         long stmt_cut_at = kind == AfterStatement ? rand_int(1, 4) : -1;
         long s2c = 0, c2s = 0;
         Parser parser;
@@ -265,10 +304,20 @@ class Proxy {
             }
             if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) { // server -> client
                 ssize_t n = ::recv(ufd, buf, sizeof buf, 0);
+                if (buffering) {
+                    if (n > 0) {
+                        answer.append(buf, static_cast<size_t>(n));
+                        continue;
+                    }
+                    cut_buffered(cfd, answer, kind);
+                    cut = true;
+                    break;
+                }
                 if (n <= 0)
                     break;
                 bool commit = false;
-                parser.feed(buf, static_cast<size_t>(n), &commit);
+                if (cfg_.pg_protocol)
+                    parser.feed(buf, static_cast<size_t>(n), &commit);
                 if (kind == AfterCommit && commit) {
                     cuts[AfterCommit]++; // the server committed; the client never hears of it
                     cut = true;

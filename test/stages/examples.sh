@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The examples stage (issue 19), one run per call:
+#   test/stages/examples.sh LANG ROUTE   LANG: python | node | go; ROUTE: direct | pgbouncer
+#   test/stages/examples.sh clients      build/concurrency_test and build/faults_test through
+#                                        PgBouncer
+# LANG ROUTE: test/examples/http_test.py drives the service examples/LANG over HTTP through the
+# fault proxy, the service connecting to the cluster directly or through a throwaway PgBouncer in
+# transaction pooling mode (test/pgbouncer), which must then have carried its transactions.
+# A service whose directory does not exist is a failure. Needs the libpq environment of a running
+# cluster (test/pgcluster), IDEM_PGPORT, and build/fault_proxy (IDEM_BUILD: the build directory).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${IDEM_BUILD:-$(pwd)/build}
+PY=/usr/bin/python3 # Debian's, with python3-psycopg (not a python3 earlier in PATH)
+LANG_=${1:?usage: test/stages/examples.sh LANG ROUTE | clients}
+ROUTE=${2:-direct}
+# Ports: HTTP 184x0 (service, proxies at +1, +2), PgBouncer 6441x; one per language and route.
+case "$LANG_" in python) n=1 ;; node) n=2 ;; go) n=3 ;; clients) n=9 ;; *) echo "unknown language $LANG_" >&2; exit 2 ;; esac
+[ "$ROUTE" = pgbouncer ] && HTTP_PORT=$((18400 + 10 * n + 50)) || HTTP_PORT=$((18400 + 10 * n))
+export IDEM_BOUNCER_PORT=$((64410 + n))
+
+bouncer_start() {
+    test/pgbouncer stop >/dev/null 2>&1
+    BOUNCER_ENV=$(test/pgbouncer start) || { echo "PgBouncer did not start" >&2; exit 1; }
+    trap 'test/pgbouncer stop >/dev/null 2>&1' EXIT
+}
+
+if [ "$LANG_" = clients ]; then
+    bouncer_start
+    rc=0
+    for t in concurrency_test faults_test; do
+        [ -x "$BUILD/$t" ] || { echo "$BUILD/$t is not built (IDEM_CLIENTS=ON)"; rc=1; continue; }
+        echo "--- $t --ci through PgBouncer (transaction pooling, port $IDEM_BOUNCER_PORT)"
+        (eval "$BOUNCER_ENV" && "$BUILD/$t" --ci) 2>&1 | tail -n 14
+        [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+    done
+    exit $rc
+fi
+
+dir=examples/$LANG_
+[ -d "$dir" ] || { echo "$dir does not exist: no $LANG_ service to test"; exit 1; }
+case "$LANG_" in
+python) service=("$PY" "$dir/payments.py") ;;
+node)
+    if [ -x "$dir/setup-node-pg" ]; then
+        NODE_PATH=$("$dir/setup-node-pg") || { echo "examples/node/setup-node-pg failed"; exit 1; }
+        export NODE_PATH
+    fi
+    service=(node "$dir/payments.js") ;;
+go)
+    bin=$("$dir/build" "$BUILD/examples-go" | tail -n 1) || { echo "examples/go/build failed"; exit 1; }
+    service=("$bin") ;;
+esac
+
+args=(--lang "$LANG_" --route "$ROUTE" --port "$HTTP_PORT" --proxy "$BUILD/fault_proxy")
+if [ "$ROUTE" = pgbouncer ]; then
+    bouncer_start
+    args+=(--db-port "$IDEM_BOUNCER_PORT")
+fi
+"$PY" test/examples/http_test.py "${args[@]}" -- "${service[@]}"
+rc=$?
+if [ "$ROUTE" = pgbouncer ]; then
+    # The service's transactions went through PgBouncer (SHOW STATS: total_xact_count).
+    xacts=$(psql -qAtX -F ' ' -h 127.0.0.1 -p "$IDEM_BOUNCER_PORT" -U postgres -d pgbouncer \
+        -c 'SHOW STATS' 2>/dev/null | awk -v db="examples_$LANG_" '$1 == db { print $2 }')
+    echo "PgBouncer carried ${xacts:-no} transactions of database examples_$LANG_"
+    [ "${xacts:-0}" -gt 0 ] || rc=1
+fi
+exit $rc
