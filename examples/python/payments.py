@@ -73,9 +73,12 @@ def insert_payment(conn, p, provider_ref=None):
 
 
 def complete(conn, scope, c, result):
+    """idem_complete of the answer: the payment's id, the exact body bytes and the headers."""
     status, body, headers = result
-    conn.execute("SELECT idem_complete(%s, %s, %s, response_status => %s, response_body => %s, response_headers => %s)",
-                 (scope, c["key"], c["attempt"], status, body, Jsonb(headers)))
+    payment_id = headers["Location"].rsplit("/", 1)[1]
+    conn.execute("SELECT idem_complete(%s, %s, %s, resource_id => %s, response_status => %s,"
+                 " response_body => %s, response_headers => %s)",
+                 (scope, c["key"], c["attempt"], payment_id, status, body, Jsonb(headers)))
     return result
 
 
@@ -91,7 +94,7 @@ PAY_SINGLE = """
         SELECT %(customer)s, %(amount)s, %(currency)s FROM c WHERE c.outcome = 'claimed'
         RETURNING id::text, to_json(payments)::text AS json),
     done AS (
-        SELECT idem_complete('payments', c.key, c.attempt, response_status => 201,
+        SELECT idem_complete('payments', c.key, c.attempt, resource_id => p.id, response_status => 201,
                    response_body => convert_to(p.json, 'UTF8'),
                    response_headers => jsonb_build_object('Location', '/v1/payments/' || p.id,
                                                           'Content-Type', 'application/json')) AS stored
