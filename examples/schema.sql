@@ -31,3 +31,38 @@ CREATE TABLE IF NOT EXISTS webhook_events (
     payment_id  text,
     received_at timestamptz NOT NULL DEFAULT now()
 );
+
+-- Single-transaction mode of POST /v1/payments as one server-side function (the Python and Go
+-- services call it; examples/README.md): the claim, the payment only when claimed, the stored
+-- answer, all in the caller's transaction (autocommit: the call is a transaction by itself). One
+-- round trip, and PL/pgSQL keeps its statements' plans for the session, which matters when the
+-- driver may not prepare statements (PgBouncer before 1.21 in transaction mode): a statement
+-- planned on every call costs more than the whole claim (docs/clients.md).
+CREATE OR REPLACE FUNCTION create_payment(
+    idempotency_key_header text, request_body text, customer text, amount bigint, currency text,
+    OUT outcome text, OUT response_status integer, OUT response_body bytea,
+    OUT response_headers jsonb, OUT retry_after integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    k text := idem_key_from_header(idempotency_key_header);
+    c idem_claim_result;
+    p payments;
+BEGIN
+    c := idem_claim('payments', k, idem_fingerprint(request_body));
+    outcome := c.outcome;
+    IF c.outcome <> 'claimed' THEN -- replayed (the stored answer), in_progress, mismatch
+        response_status := c.response_status;
+        response_body := c.response_body;
+        response_headers := c.response_headers;
+        retry_after := greatest(1, ceil(extract(epoch FROM c.lease_expires_at - clock_timestamp())));
+        RETURN;
+    END IF;
+    INSERT INTO payments (customer, amount, currency)
+    VALUES (create_payment.customer, create_payment.amount, create_payment.currency) RETURNING * INTO p;
+    response_status := 201;
+    response_body := convert_to(to_json(p)::text, 'UTF8');
+    response_headers := jsonb_build_object('Location', '/v1/payments/' || p.id,
+                                           'Content-Type', 'application/json');
+    PERFORM idem_complete('payments', k, c.attempt, p.id::text, NULL, response_status,
+                          response_body, response_headers);
+END $$;

@@ -80,28 +80,31 @@ func insertPayment(ctx context.Context, tx pgx.Tx, req paymentRequest, providerR
 	return p.ID, answer{201, body, map[string]string{"Content-Type": "application/json", "Location": "/v1/payments/" + p.ID}}, err
 }
 
-// complete stores the answer: the exact body bytes and headers, and the body as jsonb for SQL.
+// complete stores the answer: the payment's id, the exact body bytes and the headers.
 func complete(ctx context.Context, tx pgx.Tx, scope string, c claim, id string, a answer) error {
-	_, err := tx.Exec(ctx, `SELECT idem_complete($1, $2, $3, $4, $5::jsonb, $6, response_body => $7, response_headers => $8::jsonb)`,
-		scope, c.key, c.attempt, id, string(a.body), a.status, a.body, a.headers)
+	_, err := tx.Exec(ctx, `SELECT idem_complete($1, $2, $3, $4, response_status => $5, response_body => $6, response_headers => $7::jsonb)`,
+		scope, c.key, c.attempt, id, a.status, a.body, a.headers)
 	return err
 }
 
-// payOnce: BEGIN; idem_claim; INSERT INTO payments; idem_complete; COMMIT.
-func payOnce(ctx context.Context, header string, body []byte, req paymentRequest) (a answer, err error) {
-	err = pool.BeginFunc(ctx, func(tx pgx.Tx) error {
-		c, err := claimKey(ctx, tx, "payments", header, body, nil)
-		if err != nil || (c.outcome != "claimed" && c.outcome != "reclaimed") {
-			a = notClaimed(c)
-			return err
-		}
-		var id string
-		if id, a, err = insertPayment(ctx, tx, req, nil); err != nil {
-			return err
-		}
-		return complete(ctx, tx, "payments", c, id, a)
-	})
-	return a, err
+// payOnce: single-transaction mode, one call of create_payment (examples/schema.sql): the claim,
+// the payment when claimed and idem_complete of its answer, a transaction by itself.
+func payOnce(ctx context.Context, header string, body []byte, req paymentRequest) (answer, error) {
+	var c claim
+	var retryAfter *int
+	err := pool.QueryRow(ctx, `SELECT outcome, coalesce(response_status, 0), response_body, response_headers, retry_after FROM create_payment($1, $2, $3, $4, $5)`,
+		header, string(body), *req.Customer, *req.Amount, *req.Currency).Scan(
+		&c.outcome, &c.stored.status, &c.stored.body, &c.stored.headers, &retryAfter)
+	if err != nil {
+		return answer{}, err
+	}
+	if retryAfter != nil {
+		c.retryAfter = *retryAfter
+	}
+	if c.outcome == "claimed" { // the new payment's answer, as stored
+		return c.stored, nil
+	}
+	return notClaimed(c), nil
 }
 
 // payTwoPhase: the claim commits with a lease, the provider is called outside any transaction, then

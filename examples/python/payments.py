@@ -82,35 +82,15 @@ def complete(conn, scope, c, result):
     return result
 
 
-# Single-transaction mode in one statement, a transaction by itself (autocommit): the claim, the
-# INSERT only when claimed, and idem_complete of the answer the database builds (to_json of the
-# new row). One round trip; a concurrent duplicate waits in the claim, then replays.
-PAY_SINGLE = """
-    WITH c AS (
-        SELECT k.key, c.* FROM idem_key_from_header(%(header)s) AS k(key),
-             idem_claim('payments', k.key, idem_fingerprint(%(body)s::text)) AS c),
-    p AS (
-        INSERT INTO payments (customer, amount, currency)
-        SELECT %(customer)s, %(amount)s, %(currency)s FROM c WHERE c.outcome = 'claimed'
-        RETURNING id::text, to_json(payments)::text AS json),
-    done AS (
-        SELECT idem_complete('payments', c.key, c.attempt, resource_id => p.id, response_status => 201,
-                   response_body => convert_to(p.json, 'UTF8'),
-                   response_headers => jsonb_build_object('Location', '/v1/payments/' || p.id,
-                                                          'Content-Type', 'application/json')) AS stored
-        FROM c, p)
-    SELECT c.outcome, c.response_status, c.response_body, c.response_headers, p.id, p.json,
-           greatest(1, ceil(extract(epoch FROM c.lease_expires_at - clock_timestamp())))::int AS retry_after
-    FROM c LEFT JOIN p ON true LEFT JOIN done ON done.stored"""
-
-
 def pay_single(header, text, p):
-    """Single-transaction mode: claim, INSERT, idem_complete and commit in one statement."""
+    """Single-transaction mode: one call of create_payment (examples/schema.sql), the claim, the
+    payment when claimed and idem_complete of its answer, a transaction by itself."""
     with pool.connection() as conn:
-        r = conn.execute(PAY_SINGLE, {**p, "header": header, "body": text}).fetchone()
-    if r["outcome"] != "claimed":
-        return answer_claim(r)
-    return 201, r["json"].encode(), {"Location": f"/v1/payments/{r['id']}", "Content-Type": "application/json"}
+        r = conn.execute("SELECT * FROM create_payment(%s, %s, %s, %s, %s)",
+                         (header, text, p["customer"], p["amount"], p["currency"])).fetchone()
+    if r["outcome"] == "claimed":  # the new payment's answer, as stored
+        return r["response_status"], r["response_body"], r["response_headers"]
+    return answer_claim(r)
 
 
 def pay_two_phase(header, text, p):

@@ -14,10 +14,15 @@ BUILD=${IDEM_BUILD:-$(pwd)/build}
 PY=/usr/bin/python3 # Debian's, with python3-psycopg (not a python3 earlier in PATH)
 LANG_=${1:?usage: test/stages/examples.sh LANG ROUTE | clients}
 ROUTE=${2:-direct}
-# Ports: HTTP 184x0 (service, proxies at +1, +2), PgBouncer 6441x; one per language and route.
+# Ports, derived from the cluster's port so that concurrent runs (each with its own IDEM_PGPORT,
+# README) never meet: HTTP 20000 + 20 x (IDEM_PGPORT mod 1000), 3 per language and route (the
+# service, its proxies at +1 and +2); PgBouncer 40000 + 10 x (IDEM_PGPORT mod 1000) + n.
 case "$LANG_" in python) n=1 ;; node) n=2 ;; go) n=3 ;; clients) n=9 ;; *) echo "unknown language $LANG_" >&2; exit 2 ;; esac
-[ "$ROUTE" = pgbouncer ] && HTTP_PORT=$((18400 + 10 * n + 50)) || HTTP_PORT=$((18400 + 10 * n))
-export IDEM_BOUNCER_PORT=$((64410 + n))
+slot=$(( ${IDEM_PGPORT:?IDEM_PGPORT is not set} % 1000 ))
+route_n=0
+[ "$ROUTE" = pgbouncer ] && route_n=1
+HTTP_PORT=$((20000 + 20 * slot + 3 * (2 * (n % 9 == 0 ? 0 : n - 1) + route_n)))
+export IDEM_BOUNCER_PORT=$((40000 + 10 * slot + n))
 
 bouncer_start() {
     test/pgbouncer stop >/dev/null 2>&1
