@@ -58,7 +58,7 @@ start_service() {
     cat "$SVC_LOG" >&2
     exit 1
 }
-stop_service() { kill "$SVC" 2>/dev/null; wait "$SVC" 2>/dev/null || true; }
+stop_service() { [ -z "$SVC" ] || { kill "$SVC" 2>/dev/null; wait "$SVC" 2>/dev/null; SVC=; } || true; }
 trap 'stop_service; test/pgcluster stop >/dev/null 2>&1' EXIT
 
 # wrk's latency distribution in ms ("50%  1.23ms" / "us" / "s").
