@@ -21,7 +21,7 @@ SELECT has_table('idempotency', 'records', 'records table');
 SELECT has_table('idempotency', 'inbox', 'inbox table');
 SELECT has_view('public', 'idem_stats', 'idem_stats view');
 SELECT has_view('public', 'idem_inbox_stats', 'idem_inbox_stats view');
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'idempotency'), '0.5', 'version 0.5');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'idempotency'), '0.6', 'version 0.6');
 
 -- PUBLIC has no rights on the internal schema and tables ------------------------------------------
 SELECT schema_privs_are('idempotency', 'public', ARRAY[]::text[], 'PUBLIC: no rights on schema idempotency');
@@ -50,8 +50,8 @@ SELECT set_eq($$SELECT unnest(extconfig)::regclass::text FROM pg_extension WHERE
 
 -- Function signatures ----------------------------------------------------------------------------
 SELECT function_returns('idem_claim', ARRAY['text', 'text', 'bytea', 'interval', 'interval', 'boolean'], 'idem_claim_result');
-SELECT function_returns('idem_complete', ARRAY['text', 'text', 'integer', 'text', 'jsonb', 'integer'], 'boolean');
-SELECT function_returns('idem_fail', ARRAY['text', 'text', 'integer', 'boolean', 'jsonb', 'integer'], 'boolean');
+SELECT function_returns('idem_complete', ARRAY['text', 'text', 'integer', 'text', 'jsonb', 'integer', 'bytea', 'jsonb'], 'boolean');
+SELECT function_returns('idem_fail', ARRAY['text', 'text', 'integer', 'boolean', 'jsonb', 'integer', 'bytea', 'jsonb'], 'boolean');
 SELECT function_returns('idem_heartbeat', ARRAY['text', 'text', 'integer', 'interval'], 'timestamp with time zone');
 SELECT function_returns('idem_lookup', ARRAY['text', 'text'], 'setof record');
 SELECT function_returns('idem_fingerprint', ARRAY['jsonb', 'text[]', 'text[]', 'boolean'], 'bytea');
@@ -91,7 +91,7 @@ SELECT is_empty($$
                             'idem_uuid_v7_time', 'idem_hmac_sha256', 'idem_secure_equal',
                             'idem_webhook_verify_standard', 'idem_webhook_verify_stripe',
                             'idem_webhook_sign_standard', 'idem_webhook_sign_stripe',
-                            'idem_require_pg_cron')
+                            'idem_require_pg_cron', 'idem_key_from_header')
 $$, 'PUBLIC cannot execute any function that reads or writes stored state');
 SELECT ok(NOT has_function_privilege('public', 'idem_claim(text,text,bytea,interval,interval,boolean)', 'EXECUTE'),
           'PUBLIC cannot execute idem_claim');
