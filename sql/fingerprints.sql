@@ -207,6 +207,6 @@ SELECT try($$SELECT idem_fingerprint(convert_from('\x22c0af22'::bytea, 'UTF8'))$
 -- function properties
 SELECT p.oid::regprocedure AS function, p.provolatile, p.proisstrict, p.proparallel
 FROM pg_proc p WHERE p.proname IN ('idem_canonical_json', 'idem_fingerprint')
-ORDER BY 1::text;
+ORDER BY p.oid::regprocedure::text COLLATE "C";
 
 DROP FUNCTION try(text, boolean);

@@ -405,7 +405,7 @@ SELECT idem_purge() AS purged_again;
 -- privileges: PUBLIC cannot execute the functions nor read the view; a role granted EXECUTE
 -- uses every function without rights on the table
 SELECT p.oid::regprocedure AS function, has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute
-FROM pg_proc p WHERE p.proname LIKE 'idem\_outbox\_%' ORDER BY 1::text;
+FROM pg_proc p WHERE p.proname LIKE 'idem\_outbox\_%' ORDER BY p.oid::regprocedure::text COLLATE "C";
 CREATE ROLE outbox_regress_user;
 SET ROLE outbox_regress_user;
 SELECT try($$SELECT idem_outbox_emit('t_role', '{"n": "r0"}')$$);

@@ -233,7 +233,7 @@ RESET idempotency.retry_backoff_base;
 SELECT p.oid::regprocedure AS outbox_function,
        has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute,
        obj_description(p.oid, 'pg_proc') IS NOT NULL AS has_comment
-FROM pg_proc p WHERE p.proname LIKE 'idem\_outbox\_%' ORDER BY 1::text;
+FROM pg_proc p WHERE p.proname LIKE 'idem\_outbox\_%' ORDER BY p.oid::regprocedure::text COLLATE "C";
 SELECT idem_outbox_emit('up-topic', '{"n": 1}', 'k', 'up-dedup') IS NOT NULL AS emitted;
 SELECT key, payload, attempt FROM idem_outbox_next('up-topic');
 
@@ -257,7 +257,7 @@ SELECT p.oid::regprocedure AS recreated,
        has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute,
        obj_description(p.oid, 'pg_proc') IS NOT NULL AS has_comment
 FROM pg_proc p WHERE p.proname IN ('idem_complete', 'idem_fail', 'idem_lookup', 'idem_key_from_header')
-ORDER BY 1::text;
+ORDER BY p.oid::regprocedure::text COLLATE "C";
 -- the grant made by a user is not recorded as the extension's own (pg_dump keeps it)
 SELECT count(*) AS app_in_init_privs FROM pg_init_privs i, aclexplode(i.initprivs) x
 WHERE x.grantee = 'idem_upgrade_app'::regrole;

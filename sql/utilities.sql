@@ -33,6 +33,6 @@ SELECT idem_secure_equal('\x0102'::bytea, '\x0102'::bytea) AS same,
 SELECT p.oid::regprocedure AS function, p.provolatile, p.proisstrict, p.proparallel
 FROM pg_proc p WHERE p.proname IN ('idem_uuid_v7', 'idem_uuid_v7_time', 'idem_hmac_sha256',
     'idem_secure_equal')
-ORDER BY 1::text;
+ORDER BY p.oid::regprocedure::text COLLATE "C";
 
 DROP FUNCTION try(text, boolean);
