@@ -5,6 +5,7 @@ The HTTP contract is examples/README.md; how to run it is examples/python/README
 """
 import json
 import os
+import sys
 import time
 import traceback
 from datetime import timedelta
@@ -220,9 +221,16 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
+class Server(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        """A client that went away (a reset, a broken pipe) is not an error of the service."""
+        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            super().handle_error(request, client_address)
+
+
 if __name__ == "__main__":
     pool.open(wait=True)
-    server = ThreadingHTTPServer(("127.0.0.1", PORT), Handler)
+    server = Server(("127.0.0.1", PORT), Handler)
     print(f"listening on 127.0.0.1:{PORT}", flush=True)
     try:
         server.serve_forever()
