@@ -244,6 +244,14 @@ SELECT key, payload, attempt FROM idem_outbox_next('up-topic');
 SELECT outcome, attempt FROM idem_claim('up/c', 'k05', '\x05');
 SELECT idem_complete('up/c', 'k05', 1, 'r05', '{"id": 5}', 201);
 SELECT outcome, resource_id, response FROM idem_claim('up/c', 'k05', '\x05');
+-- the rest of 0.5's record functions under the new module, before the update: lookup (0.5's
+-- ten columns), a retryable failure and its takeover, a stored failure replayed
+SELECT status, attempt, resource_id, response FROM idem_lookup('up/c', 'k05');
+SELECT outcome FROM idem_claim('up/c', 'r05', '\x06');
+SELECT idem_fail('up/c', 'r05', 1, true, '{"error": "timeout"}', 503);
+SELECT outcome, attempt FROM idem_claim('up/c', 'r05', '\x06');
+SELECT idem_fail('up/c', 'r05', 2, false, '{"error": "declined"}', 402);
+SELECT outcome, response, response_status FROM idem_claim('up/c', 'r05', '\x06');
 SELECT pg_get_function_result('idem_lookup(text,text)'::regprocedure) ~ 'response_body' AS lookup_has_body_05;
 -- grants made under 0.5 survive the recreation
 GRANT EXECUTE ON FUNCTION idem_complete(text, text, integer, text, jsonb, integer),
