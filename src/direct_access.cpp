@@ -159,9 +159,11 @@ IndexInfo *index_info(Table &t, int i, Relation ix) {
     return info;
 }
 
-// Opens the indexes the row has entries in (the primary key as the arbiter), as ExecOpenIndices
-// opens all of them; a partial index's predicate is not evaluated again.
-void open_indexes(ResultRelInfo *rri, Table &t, const Datum *values, const bool *nulls) {
+// Opens the indexes the row has entries in, as ExecOpenIndices opens all of them: the primary
+// key (pk, open already: the arbiter) first; a partial index's predicate is not evaluated again.
+// Their locks are kept until the end of the transaction, as the table's and the primary key's.
+void open_indexes(ResultRelInfo *rri, Table &t, Relation pk, const Datum *values,
+                  const bool *nulls) {
     const TableShape &s = *t.shape;
     int n = 0;
     rri->ri_IndexRelationDescs = (Relation *)palloc(sizeof(Relation) * (1 + s.n_indexes));
@@ -169,12 +171,21 @@ void open_indexes(ResultRelInfo *rri, Table &t, const Datum *values, const bool 
     for (int i = 0; i <= s.n_indexes; i++) {
         if (i > 0 && s.has_entry != nullptr && !s.has_entry(i - 1, values, nulls))
             continue;
-        Relation ix = index_open(t.indexes[i], RowExclusiveLock);
+        Relation ix = i == 0 ? pk : index_open(t.indexes[i], RowExclusiveLock);
         rri->ri_IndexRelationDescs[n] = ix;
         rri->ri_IndexRelationInfo[n] = index_info(t, i, ix);
         n++;
     }
     rri->ri_NumIndices = n;
+}
+
+// Closes what open_indexes opened (pk stays open), keeping the locks.
+void close_indexes(ResultRelInfo *rri) {
+    for (int i = 0; i < rri->ri_NumIndices; i++) {
+        compat::index_insert_done(rri->ri_IndexRelationDescs[i], rri->ri_IndexRelationInfo[i]);
+        if (i > 0)
+            index_close(rri->ri_IndexRelationDescs[i], NoLock);
+    }
 }
 
 } // namespace
@@ -303,13 +314,13 @@ bool find_key(Relation rel, Relation pk, const IndexInfo *info, const Datum *key
 
 // Inserts the row with a speculative token, its index entries, and confirms it; false (the row
 // killed) when a concurrent insert of the same key won the race in between.
-bool insert_row(Table *t, Relation rel, const Datum *values, const bool *nulls) {
+bool insert_row(Table *t, Relation rel, Relation pk, const Datum *values, const bool *nulls) {
     const Table &r = *t;
     EState *estate = CreateExecutorState();
     MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
     ResultRelInfo *rri = makeNode(ResultRelInfo);
     InitResultRelInfo(rri, rel, 1, nullptr, 0);
-    open_indexes(rri, *t, values, nulls);
+    open_indexes(rri, *t, pk, values, nulls);
     TupleTableSlot *slot = table_slot_create(rel, nullptr);
     ExecClearTuple(slot);
     for (int i = 0; i < slot->tts_tupleDescriptor->natts; i++)
@@ -330,7 +341,7 @@ bool insert_row(Table *t, Relation rel, const Datum *values, const bool *nulls) 
     SpeculativeInsertionLockRelease(GetCurrentTransactionId());
     list_free(recheck);
     ExecDropSingleTupleTableSlot(slot);
-    ExecCloseIndices(rri);
+    close_indexes(rri);
     MemoryContextSwitchTo(old);
     FreeExecutorState(estate);
     return !spec_conflict;
@@ -371,16 +382,20 @@ InsertResult insert(Table *t, const char *caller, const Datum *values, const boo
     const IndexInfo *pk_info = index_info(*t, 0, pk);
     Datum key[INDEX_MAX_KEYS];
     key_values(r, pk_info, values, key);
-    TupleTableSlot *found = table_slot_create(rel, nullptr);
     InsertResult result = InsertResult::Exists;
-    while (!find_key(rel, pk, pk_info, key, found))
-        if (insert_row(t, rel, values, nulls)) {
-            result = InsertResult::Inserted;
-            break;
-        }
-    if (result == InsertResult::Exists && read != nullptr && read(rel, found, read_arg))
-        result = InsertResult::Read;
-    ExecDropSingleTupleTableSlot(found);
+    if (r.shape->insert_first && insert_row(t, rel, pk, values, nulls)) {
+        result = InsertResult::Inserted;
+    } else {
+        TupleTableSlot *found = table_slot_create(rel, nullptr);
+        while (!find_key(rel, pk, pk_info, key, found))
+            if (insert_row(t, rel, pk, values, nulls)) {
+                result = InsertResult::Inserted;
+                break;
+            }
+        if (result == InsertResult::Exists && read != nullptr && read(rel, found, read_arg))
+            result = InsertResult::Read;
+        ExecDropSingleTupleTableSlot(found);
+    }
     index_close(pk, NoLock);
     table_close(rel, NoLock);
     return result;

@@ -37,6 +37,10 @@ struct TableShape {
     // False when own index i has no entry for the row (a partial index whose predicate the row
     // fails, as its definition above says); nullptr: every row has an entry in every index.
     bool (*has_entry)(int i, const Datum *values, const bool *nulls) = nullptr;
+    // True: insert first and look the key up only when the insert met it (most rows are new; a
+    // row that exists then costs a killed row version and one more index entry per index). False:
+    // look up first, as ON CONFLICT does, so that finding a row writes nothing (a replay).
+    bool insert_first = false;
 };
 
 // One table as resolved in this backend: its OID and column numbers, forgotten when the relcache

@@ -2,12 +2,15 @@
 //
 // A first delivery is one INSERT ... ON CONFLICT DO NOTHING into idempotency.inbox, in the
 // caller's transaction, through the access methods (src/direct_access.hpp; a saved SQL statement
-// when idempotency.direct_access is off or the table is not the extension's plain one): a
-// concurrent delivery of the same event waits for that transaction and then sees the committed row
-// (duplicate) or, after a rollback, inserts it itself (new). Only an existing row is locked and
-// compared (payload hash, TTL). A unique violation never escapes. The ordering guard keeps the last
-// applied sequence number per (consumer, entity key) in idempotency.inbox_entities and advances it
-// with an upsert whose WHERE refuses older events.
+// when idempotency.direct_access is off or the table is not the extension's plain one). Most
+// deliveries are first ones, so the direct path inserts before it looks the event up (a
+// redelivery then leaves a killed row version). A concurrent delivery of the same event waits for
+// that transaction and then sees the committed entry (duplicate) or, after a rollback, inserts it
+// itself (new). An existing entry is answered from its latest committed version without a lock
+// (duplicate or mismatch by the payload hash); only a finished entry past its TTL is locked and
+// written anew. A unique violation never escapes. The ordering guard keeps the last applied
+// sequence number per (consumer, entity key) in idempotency.inbox_entities and advances it with
+// an upsert whose WHERE refuses older events.
 #include "inbox.hpp"
 #include "direct_access.hpp"
 #include "errors.hpp"
@@ -168,8 +171,8 @@ bool queue_entry(int, const Datum *values, const bool *) {
     return *VARDATA_ANY(DatumGetPointer(values[C_STATUS])) == 'r';
 }
 const idem::pg::direct::TableShape INBOX_SHAPE = {
-    "inbox",          C_COUNT, INBOX_COLUMNS,  INBOX_TYPES, INBOX_CHECKS, 3, INBOX_INDEXES,
-    INBOX_INDEX_DEFS, 1,       INBOX_NULLABLE, 0,           queue_entry};
+    "inbox",          C_COUNT, INBOX_COLUMNS,  INBOX_TYPES, INBOX_CHECKS, 3,   INBOX_INDEXES,
+    INBOX_INDEX_DEFS, 1,       INBOX_NULLABLE, 0,           queue_entry,  true};
 idem::pg::direct::Table inbox_table = {&INBOX_SHAPE};
 
 // NULL-aware bytea equality; a missing hash on either side matches (nothing to compare).
@@ -267,9 +270,36 @@ void check_delivery(const ReceiveArgs *a, Delivery *d) {
     memcpy(d->row_nulls, row_nulls, sizeof row_nulls);
 }
 
-// Writes a first delivery through the access methods (the row of SQL_INSERT): Inserted, Exists
-// (the event has an entry) or Unusable (the table is not the extension's plain one).
-idem::pg::direct::InsertResult insert_direct(const Delivery *d) {
+// What the reader of an event found by the direct insert compares, and its answer.
+struct Found {
+    const ReceiveArgs *a;
+    const Delivery *d;
+    const char *outcome;
+};
+
+// Answers a delivery of an event that has an entry from the entry's latest committed version
+// (or this transaction's own), without a lock, as idem_claim answers a replay: duplicate or
+// mismatch by the payload hash. False for a finished entry past its TTL: only the locked path of
+// insert_or_compare may reset it.
+bool read_found(Relation, TupleTableSlot *found, void *arg) {
+    auto *f = static_cast<Found *>(arg);
+    const idem::pg::direct::Table &r = inbox_table;
+    bool isnull, hash_null;
+    text *status = DatumGetTextPP(slot_getattr(found, r.att[C_STATUS], &isnull));
+    char st = *VARDATA_ANY(status);
+    TimestampTz expires = DatumGetTimestampTz(slot_getattr(found, r.att[C_EXPIRES], &isnull));
+    if ((st == 'd' || st == 'f' || st == 's') && expires <= f->d->now)
+        return false;
+    Datum hash = slot_getattr(found, r.att[C_HASH], &hash_null);
+    f->outcome =
+        hashes_match(hash_null, hash, f->a->hash_null, f->d->hash) ? "duplicate" : "mismatch";
+    return true;
+}
+
+// Writes a first delivery through the access methods (the row of SQL_INSERT): Inserted, Read
+// (the event has an entry, and f->outcome is the answer), Exists (an entry that only the locked
+// path may decide on) or Unusable (the table is not the extension's plain one).
+idem::pg::direct::InsertResult insert_direct(const Delivery *d, Found *f) {
     Datum v[C_COUNT];
     bool n[C_COUNT];
     for (int c = C_CONSUMER; c <= C_ATTEMPT; c++) {
@@ -281,7 +311,7 @@ idem::pg::direct::InsertResult insert_direct(const Delivery *d) {
     v[C_RECEIVED] = v[C_UPDATED] = d->row[9];
     v[C_EXPIRES] = d->row[10];
     n[C_RECEIVED] = n[C_UPDATED] = n[C_EXPIRES] = false;
-    auto r = idem::pg::direct::insert(&inbox_table, "idem_inbox_receive", v, n, nullptr, nullptr);
+    auto r = idem::pg::direct::insert(&inbox_table, "idem_inbox_receive", v, n, read_found, f);
     if (r == idem::pg::direct::InsertResult::Unusable)
         // Said at DEBUG1 so that a test can tell the direct path ran (sql/inbox.sql).
         ereport(DEBUG1, (errmsg_internal("idem_inbox_receive takes the SQL path: "
@@ -328,11 +358,13 @@ const char *receive(const ReceiveArgs *a) {
     Delivery d;
     check_delivery(a, &d);
     using idem::pg::direct::InsertResult;
+    Found found{a, &d, nullptr};
     InsertResult first =
-        idem::settings::direct_access_on() ? insert_direct(&d) : InsertResult::Unusable;
-    if (first == InsertResult::Inserted && a->entity_key_null) {
-        idem::operations::count_inbox("new");
-        return "new";
+        idem::settings::direct_access_on() ? insert_direct(&d, &found) : InsertResult::Unusable;
+    if (first == InsertResult::Read || (first == InsertResult::Inserted && a->entity_key_null)) {
+        const char *outcome = first == InsertResult::Read ? found.outcome : "new";
+        idem::operations::count_inbox(outcome);
+        return outcome;
     }
     idem::pg::SavedUser su;
     idem::pg::enter(&su);

@@ -55,6 +55,17 @@ inline List *insert_speculative_index_entries(ResultRelInfo *rri, TupleTableSlot
 #endif
 }
 
+// Lets the index access method finish what this statement's insertions into ix began (17 added
+// the call to ExecCloseIndices; btree has nothing to finish).
+inline void index_insert_done(Relation ix, IndexInfo *info) {
+#if PG_VERSION_NUM >= 170000
+    index_insert_cleanup(ix, info);
+#else
+    (void)ix;
+    (void)info;
+#endif
+}
+
 // Memory for the *extra of a setting's check hook, which PostgreSQL frees: malloc'd up to 15;
 // from 16 on GUC memory is a memory context, allocated with guc_malloc. NULL when out of memory.
 inline void *guc_extra_alloc(size_t size) {
