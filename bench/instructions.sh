@@ -3,7 +3,10 @@
 # throughput and CPU time on this shared machine are not (issue 18).
 #   bench/instructions.sh [SCRIPT...]   default: claim_replay select_replay claim_new insert_new
 #                                       env: IDEM_BENCH_PGPORT (54396), OUT
-# A throwaway cluster of its own (bench/lib.sh, bench/pgbench/setup.sql), then the postmaster
+#   bench/instructions.sh inbox_receive inbox_receive_queued processed_event
+#                                       (bench/inbox.sh's statements, on inbox_setup.sql; not
+#                                       mixed with the others in one call)
+# A throwaway cluster of its own (bench/lib.sh, bench/pgbench/setup.sql or inbox_setup.sql), then the postmaster
 # under callgrind (autovacuum off). For each script, tables as bench/load.sh resets them, one
 # pgbench client (-M prepared, synchronous_commit off) runs it 1,000 times in one backend, then
 # 3,000 times in another; per call = (instructions of the second backend - those of the first) /
@@ -21,7 +24,11 @@ mkdir -p "$OUT"
 
 bench_cluster "${IDEM_BENCH_PGPORT:-54396}" off
 createdb bench
-psql -Xq -v ON_ERROR_STOP=1 -d bench -f $B/setup.sql
+case " $SCRIPTS " in
+*" inbox_"* | *" processed_event"*) setup=inbox_setup.sql ;;
+*) setup=setup.sql ;;
+esac
+psql -Xq -v ON_ERROR_STOP=1 -d bench -f $B/$setup
 as_pg=""
 [ "$(id -u)" = 0 ] && { as_pg="runuser -u postgres --"; chown postgres "$OUT"; }
 bin=$(pg_config --bindir)
@@ -38,9 +45,15 @@ total() {
 echo "# $(date -u +%FT%TZ) $(pg_config --version); $(bench_build)" | tee "$OUT/instructions.txt"
 for s in $SCRIPTS; do
     for n in 1000 3000; do
-        psql -Xq -d bench -c "DELETE FROM idempotency.records WHERE key NOT LIKE 'r%'" \
-            -c "TRUNCATE bench_bare.records, bench_pl.records" -c "VACUUM idempotency.records" \
-            -c "CHECKPOINT"
+        case $s in
+        inbox_* | processed_event*)
+            psql -Xq -d bench -c "TRUNCATE idempotency.inbox, bench_bare.processed_event, bench_bare.inbox" \
+                -c "CHECKPOINT" ;;
+        *)
+            psql -Xq -d bench -c "DELETE FROM idempotency.records WHERE key NOT LIKE 'r%'" \
+                -c "TRUNCATE bench_bare.records, bench_pl.records" -c "VACUUM idempotency.records" \
+                -c "CHECKPOINT" ;;
+        esac
         PGOPTIONS="-c synchronous_commit=off" pgbench -n -M prepared -c 1 -t $n -f "$B/$s.sql" \
             bench >"$OUT/$s.$n.out" 2>&1 &
         pgb=$!
