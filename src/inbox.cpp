@@ -18,6 +18,7 @@
 #include "settings.hpp"
 
 extern "C" {
+#include "access/xact.h"
 #include "common/int.h"
 #include "utils/timestamp.h"
 }
@@ -298,7 +299,7 @@ bool read_found(Relation, TupleTableSlot *found, void *arg) {
 
 // Writes a first delivery through the access methods (the row of SQL_INSERT): Inserted, Read
 // (the event has an entry, and f->outcome is the answer), Exists (an entry that only the locked
-// path may decide on) or Unusable (the table is not the extension's plain one).
+// path may decide on, or f is nullptr) or Unusable (the table is not the extension's plain one).
 idem::pg::direct::InsertResult insert_direct(const Delivery *d, Found *f) {
     Datum v[C_COUNT];
     bool n[C_COUNT];
@@ -311,7 +312,8 @@ idem::pg::direct::InsertResult insert_direct(const Delivery *d, Found *f) {
     v[C_RECEIVED] = v[C_UPDATED] = d->row[9];
     v[C_EXPIRES] = d->row[10];
     n[C_RECEIVED] = n[C_UPDATED] = n[C_EXPIRES] = false;
-    auto r = idem::pg::direct::insert(&inbox_table, "idem_inbox_receive", v, n, read_found, f);
+    auto r = idem::pg::direct::insert(&inbox_table, "idem_inbox_receive", v, n,
+                                      f != nullptr ? read_found : nullptr, f);
     if (r == idem::pg::direct::InsertResult::Unusable)
         // Said at DEBUG1 so that a test can tell the direct path ran (sql/inbox.sql).
         ereport(DEBUG1, (errmsg_internal("idem_inbox_receive takes the SQL path: "
@@ -359,8 +361,11 @@ const char *receive(const ReceiveArgs *a) {
     check_delivery(a, &d);
     using idem::pg::direct::InsertResult;
     Found found{a, &d, nullptr};
+    // REPEATABLE READ / SERIALIZABLE decide on an existing entry through the locked path: 40001
+    // when it was committed after the transaction's snapshot, as idem_claim does.
+    Found *reader = IsolationUsesXactSnapshot() ? nullptr : &found;
     InsertResult first =
-        idem::settings::direct_access_on() ? insert_direct(&d, &found) : InsertResult::Unusable;
+        idem::settings::direct_access_on() ? insert_direct(&d, reader) : InsertResult::Unusable;
     if (first == InsertResult::Read || (first == InsertResult::Inserted && a->entity_key_null)) {
         const char *outcome = first == InsertResult::Read ? found.outcome : "new";
         idem::operations::count_inbox(outcome);
