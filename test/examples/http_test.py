@@ -286,7 +286,7 @@ def main():
     ap.add_argument("--db", help="database (default examples_<lang>)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--proxy", default=os.path.join(ROOT, "build", "fault_proxy"))
-    ap.add_argument("--log", help="the service's stderr (default /tmp/idem-examples-<lang>.log)")
+    ap.add_argument("--log", help="the service's stderr (default /tmp/idem-examples-<lang>-<route>.log)")
     ap.add_argument("service", nargs="+")
     a = ap.parse_args()
     dbname = a.db or f"examples_{a.lang}"
@@ -335,6 +335,11 @@ def main():
     for t in list(tables.values()) + [other]:
         t.print()
     bad = sum(len(t.failed()) for t in list(tables.values()) + [other])
+    if bad and os.path.exists(log):
+        with open(log, "rb") as f:
+            tail = f.read().decode(errors="replace").splitlines()[-12:]
+        print(f"[{title}] the service's stderr ({log}), last lines:")
+        print("\n".join("    " + line for line in tail))
     print(f"{title}: {'PASS' if bad == 0 else f'FAIL ({bad} failed checks)'}")
     return 1 if bad else 0
 

@@ -15,14 +15,17 @@ PY=/usr/bin/python3 # Debian's, with python3-psycopg (not a python3 earlier in P
 LANG_=${1:?usage: test/stages/examples.sh LANG ROUTE | clients}
 ROUTE=${2:-direct}
 # Ports, derived from the cluster's port so that concurrent runs (each with its own IDEM_PGPORT,
-# README) never meet: HTTP 20000 + 20 x (IDEM_PGPORT mod 1000), 3 per language and route (the
-# service, its proxies at +1 and +2); PgBouncer 40000 + 10 x (IDEM_PGPORT mod 1000) + n.
+# README) never meet, 30 per run from 2000 + 30 x (IDEM_PGPORT mod 1000): HTTP at +0..+17, 3 per
+# language and route (the service, its proxies at +1 and +2); PgBouncer at +20 + n. All below
+# 32768, where Linux's ephemeral ports begin: a port in that range can be the local end of any
+# outgoing connection on the machine, and a listener then cannot bind it (a fresh-machine trial
+# lost PgBouncer's port so, once in 28 stages).
 case "$LANG_" in python) n=1 ;; node) n=2 ;; go) n=3 ;; clients) n=9 ;; *) echo "unknown language $LANG_" >&2; exit 2 ;; esac
-slot=$(( ${IDEM_PGPORT:?IDEM_PGPORT is not set} % 1000 ))
+base=$((2000 + 30 * (${IDEM_PGPORT:?IDEM_PGPORT is not set} % 1000)))
 route_n=0
 [ "$ROUTE" = pgbouncer ] && route_n=1
-HTTP_PORT=$((20000 + 20 * slot + 3 * (2 * (n % 9 == 0 ? 0 : n - 1) + route_n)))
-export IDEM_BOUNCER_PORT=$((40000 + 10 * slot + n))
+HTTP_PORT=$((base + 3 * (2 * (n % 9 == 0 ? 0 : n - 1) + route_n)))
+export IDEM_BOUNCER_PORT=$((base + 20 + n))
 
 bouncer_start() {
     test/pgbouncer stop >/dev/null 2>&1
