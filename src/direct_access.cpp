@@ -379,13 +379,13 @@ InsertResult insert(Table *t, const char *caller, const Datum *values, const boo
         return InsertResult::Unusable;
     }
     Relation pk = index_open(r.indexes[0], RowExclusiveLock);
-    const IndexInfo *pk_info = index_info(*t, 0, pk);
-    Datum key[INDEX_MAX_KEYS];
-    key_values(r, pk_info, values, key);
     InsertResult result = InsertResult::Exists;
     if (r.shape->insert_first && insert_row(t, rel, pk, values, nulls)) {
         result = InsertResult::Inserted;
     } else {
+        const IndexInfo *pk_info = index_info(*t, 0, pk);
+        Datum key[INDEX_MAX_KEYS];
+        key_values(r, pk_info, values, key);
         TupleTableSlot *found = table_slot_create(rel, nullptr);
         while (!find_key(rel, pk, pk_info, key, found))
             if (insert_row(t, rel, pk, values, nulls)) {

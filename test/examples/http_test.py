@@ -291,6 +291,7 @@ def main():
     a = ap.parse_args()
     dbname = a.db or f"examples_{a.lang}"
     log = a.log or f"/tmp/idem-examples-{a.lang}-{a.route}.log"
+    open(log, "wb").close()  # this run's services append to it; a failure prints its end
     db = setup_database(dbname)
     base_env = dict(os.environ, PORT=str(a.port), PGDATABASE=dbname, LEASE_SECONDS="2",
                     PROVIDER_DELAY_MS="50", COMPLETE_DELAY_MS="0")
