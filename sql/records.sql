@@ -335,3 +335,51 @@ FROM (VALUES ('[]'), ('"Location"'), ('{"Location": 1}'), ('{"Location": null}')
              ('{"Location": "a\u0000b"}')) v(h);
 SELECT status, response_headers FROM idempotency.records WHERE scope = 'http' AND key = 'h1';
 SELECT idem_complete('http', 'h1', 1, response_headers => '{}') AS empty_object_ok;
+
+-- idem_claim_support (0.7): at planning, the trailing arguments at their defaults are dropped
+-- from the call, so each execution evaluates fewer expressions. idem_claim takes an absent
+-- argument as NULL, which for each of them is the declared default (wait: NULL waits too), so
+-- the declared defaults are pinned here: changing one needs src/records_claim_support.cpp.
+SELECT pg_get_function_arguments('idem_claim(text,text,bytea,interval,interval,boolean)'::regprocedure) AS declared;
+SELECT prosupport FROM pg_proc
+WHERE oid = 'idem_claim(text,text,bytea,interval,interval,boolean)'::regprocedure;
+CREATE FUNCTION pg_temp.call_shape(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    l text;
+BEGIN
+    FOR l IN EXECUTE 'EXPLAIN (VERBOSE, COSTS OFF) ' || q LOOP
+        IF l ~ 'idem_claim\(' THEN
+            RETURN substring(l FROM 'idem_claim\(.*\)');
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END $$;
+-- only trailing constants at their defaults go; a parameter of a generic plan stays
+PREPARE claim_lease(text, interval) AS SELECT * FROM idem_claim('s', $1, NULL, $2);
+SET plan_cache_mode = force_generic_plan;
+SELECT q AS call, pg_temp.call_shape(q) AS planned FROM (VALUES
+    ($$SELECT * FROM idem_claim('s', 'k')$$),
+    ($$SELECT * FROM idem_claim('s', 'k', '\x01')$$),
+    ($$SELECT * FROM idem_claim('s', 'k', NULL, NULL, NULL, NULL)$$),
+    ($$SELECT * FROM idem_claim('s', 'k', '\x01', '5 min')$$),
+    ($$SELECT * FROM idem_claim('s', 'k', '\x01', ttl => '1 day')$$),
+    ($$SELECT * FROM idem_claim('s', 'k', '\x01', wait => false)$$),
+    ($$SELECT * FROM idem_claim('s', 'k', '\x01', wait => true)$$),
+    ($$SELECT idem_claim('s', 'k', '\x01')$$),
+    ($$EXECUTE claim_lease('k', NULL)$$)) v(q);
+RESET plan_cache_mode;
+DEALLOCATE claim_lease;
+-- and a call answers the same with the defaults dropped or passed (random() >= 0 is no constant:
+-- it keeps every argument): the settings' lease and TTL, and it waits
+SET idempotency.default_lease = '7 s';
+SET idempotency.default_ttl = '2d';
+SELECT pg_temp.call_shape($$SELECT * FROM idem_claim('support', 'kept', NULL, NULL, NULL, random() >= 0)$$) AS kept;
+SELECT s.key, c.outcome, c.attempt, c.expires_at - c.lease_expires_at AS ttl_minus_lease
+FROM (VALUES ('dropped'), ('kept')) s(key),
+     LATERAL (SELECT * FROM idem_claim('support', s.key) WHERE s.key = 'dropped'
+              UNION ALL
+              SELECT * FROM idem_claim('support', s.key, NULL, NULL, NULL, random() >= 0)
+              WHERE s.key = 'kept') c
+ORDER BY 1;
+RESET idempotency.default_lease;
+RESET idempotency.default_ttl;

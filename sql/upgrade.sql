@@ -12,9 +12,9 @@ SET client_min_messages = warning;
 -- the update path 0.1 -> 0.2 exists; a plain CREATE EXTENSION follows it
 SELECT source, target, path FROM pg_extension_update_paths('idempotency')
 WHERE source = '0.1' AND target = '0.2';
--- and on to 0.3, 0.4, 0.5 and 0.6
+-- and on to 0.3, 0.4, 0.5, 0.6 and 0.7
 SELECT source, target, path FROM pg_extension_update_paths('idempotency')
-WHERE target IN ('0.3', '0.4', '0.5', '0.6') AND path IS NOT NULL ORDER BY target, source;
+WHERE target IN ('0.3', '0.4', '0.5', '0.6', '0.7') AND path IS NOT NULL ORDER BY target, source;
 SELECT name, version, installed FROM pg_available_extension_versions
 WHERE name = 'idempotency' ORDER BY version;
 SELECT default_version FROM pg_available_extensions WHERE name = 'idempotency';
@@ -276,9 +276,31 @@ FROM idem_claim('up/c', 'k06', '\x06');
 SELECT status, convert_from(response_body, 'UTF8') AS body, response_headers FROM idem_lookup('up/c', 'k06');
 SELECT idem_key_from_header('"k-6"') AS key;
 
+-- 0.6 -> 0.7: idem_claim gains its planner support (idem_claim_support), which drops the
+-- trailing arguments at their defaults from a planned call; 0.6's plan passes all six. The
+-- records and grants are untouched, and the claim answers the same.
+SELECT prosupport FROM pg_proc
+WHERE oid = 'idem_claim(text,text,bytea,interval,interval,boolean)'::regprocedure;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT outcome FROM idem_claim('up/c', 'k06', '\x06');
+GRANT EXECUTE ON FUNCTION idem_claim(text, text, bytea, interval, interval, boolean) TO idem_upgrade_app;
+ALTER EXTENSION idempotency UPDATE TO '0.7';
+SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
+SELECT prosupport, obj_description('idem_claim_support(internal)'::regprocedure, 'pg_proc') IS NOT NULL AS support_comment
+FROM pg_proc WHERE oid = 'idem_claim(text,text,bytea,interval,interval,boolean)'::regprocedure;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT outcome FROM idem_claim('up/c', 'k06', '\x06');
+SELECT has_function_privilege('idem_upgrade_app', 'idem_claim(text,text,bytea,interval,interval,boolean)', 'EXECUTE') AS app_claim,
+       has_function_privilege('public', 'idem_claim(text,text,bytea,interval,interval,boolean)', 'EXECUTE') AS public_claim;
+-- a role that may execute idem_claim (and not idem_claim_support) gets the shorter call too
+SET ROLE idem_upgrade_app;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT outcome FROM idem_claim('up/c', 'k06', '\x06', NULL, NULL);
+RESET ROLE;
+SELECT outcome, resource_id, convert_from(response_body, 'UTF8') AS body FROM idem_claim('up/c', 'k06', '\x06');
+SELECT outcome, resource_id, response FROM idem_claim('up/c', 'k05', '\x05');
+SELECT outcome, attempt FROM idem_claim('up/c', 'k07');
+
 -- updating to the installed version is a no-op notice, an unknown version an error
 SET client_min_messages = notice;
-ALTER EXTENSION idempotency UPDATE TO '0.6';
+ALTER EXTENSION idempotency UPDATE TO '0.7';
 \set VERBOSITY terse
 ALTER EXTENSION idempotency UPDATE TO '9.9';
 \set VERBOSITY default

@@ -25,10 +25,16 @@ inline void require_arg(FunctionCallInfo fcinfo, int argno, const char *name,
                         errmsg("%s must not be null", name), hint ? errhint("%s", hint) : 0));
 }
 
+// True when argument argno is NULL or absent: a planner support function (idem_claim_support)
+// may drop trailing arguments that equal their defaults, and the function then sees fewer.
+inline bool arg_null(FunctionCallInfo fcinfo, int argno) {
+    return argno >= PG_NARGS() || PG_ARGISNULL(argno);
+}
+
 // Microseconds of interval argument argno (a month counts 30 days, a day 24 hours, as
-// PostgreSQL compares intervals), or default_seconds when it is NULL; 22008 on overflow.
+// PostgreSQL compares intervals), or default_seconds when it is NULL or absent; 22008 on overflow.
 inline int64 interval_arg_usec(FunctionCallInfo fcinfo, int argno, int default_seconds) {
-    if (PG_ARGISNULL(argno))
+    if (arg_null(fcinfo, argno))
         return static_cast<int64>(default_seconds) * USECS_PER_SEC;
     const Interval *iv = PG_GETARG_INTERVAL_P(argno);
     int32 month = iv->month, day = iv->day;
@@ -40,7 +46,7 @@ inline int64 interval_arg_usec(FunctionCallInfo fcinfo, int argno, int default_s
 // the argument is NULL: a call that passes the interval neither needs the setting nor fails while
 // the setting holds an invalid value.
 inline int64 interval_arg_usec(FunctionCallInfo fcinfo, int argno, int (*default_seconds)()) {
-    return interval_arg_usec(fcinfo, argno, PG_ARGISNULL(argno) ? default_seconds() : 0);
+    return interval_arg_usec(fcinfo, argno, arg_null(fcinfo, argno) ? default_seconds() : 0);
 }
 
 } // namespace idem::pg

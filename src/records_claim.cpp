@@ -183,7 +183,8 @@ struct Claim {
 void claim_args(FunctionCallInfo fcinfo, Claim *c) {
     *c = Claim{};
     scope_key_args(fcinfo, &c->keyv[0], &c->keyv[1]);
-    c->fp_null = PG_ARGISNULL(2);
+    // Arguments 2 to 5 may be absent (idem_claim_support drops those at their defaults).
+    c->fp_null = idem::pg::arg_null(fcinfo, 2);
     c->fingerprint = c->fp_null ? (Datum)0 : PG_GETARG_DATUM(2);
     if (!c->fp_null) {
         size_t len = VARSIZE_ANY_EXHDR(PG_GETARG_BYTEA_PP(2));
@@ -191,7 +192,7 @@ void claim_args(FunctionCallInfo fcinfo, Claim *c) {
     }
     c->lease_us = idem::pg::interval_arg_usec(fcinfo, 3, idem::settings::default_lease_s);
     c->ttl_us = idem::pg::interval_arg_usec(fcinfo, 4, idem::settings::default_ttl_s);
-    c->wait = PG_ARGISNULL(5) ? true : PG_GETARG_BOOL(5);
+    c->wait = idem::pg::arg_null(fcinfo, 5) ? true : PG_GETARG_BOOL(5);
     c->now = GetCurrentTimestamp();
     c->times = claim_times(c->now, c->lease_us, c->ttl_us);
     for (bool &n : c->res.nulls)

@@ -742,7 +742,7 @@ say "0.4 -> 0.5 on the cluster: ALTER EXTENSION UPDATE on every node, available_
 # 0.5 -> 0.6: response_body and response_headers in every records shard and in idem_claim_result
 # on every node; idem_complete, idem_fail and idem_lookup are recreated (new arguments, new
 # columns), so a second idem_distribute() delegates them again.
-expect "ALTER EXTENSION idempotency UPDATE (to 0.6)" "$(qv 0 "ALTER EXTENSION idempotency UPDATE")" ""
+expect "ALTER EXTENSION idempotency UPDATE TO '0.6'" "$(qv 0 "ALTER EXTENSION idempotency UPDATE TO '0.6'")" ""
 expect "versions 0.6 (coordinator worker1 worker2)" \
     "$(for i in 0 1 2; do q $i "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"; done | paste -sd' ')" "0.6 0.6 0.6"
 expect "records placements with response_body and response_headers" \
@@ -760,6 +760,26 @@ expect "0.6: replay of the exact body and headers" \
     "$(qv 0 "SELECT outcome || ' ' || convert_from(response_body, 'UTF8') || ' ' || (response_headers->>'Location') FROM idem_claim('$s', 'k6', '\\x06')")" 'replayed {"id":6} /r/6'
 expect "0.6: lookup" "$(qv 0 "SELECT convert_from(response_body, 'UTF8') FROM idem_lookup('$s', 'k6')")" '{"id":6}'
 say "0.5 -> 0.6 on the cluster: every node at 0.6, the two columns in every records shard and in idem_claim_result; a second idem_distribute() delegated the recreated idem_complete, idem_fail and idem_lookup; a 0.5 record replays, a 0.6 one with its exact body and headers"
+
+# 0.6 -> 0.7: idem_claim gains its planner support (idem_claim_support) on every node; the
+# function is altered, not recreated, so its delegation stands and idem_distribute() changes
+# nothing. A worker plans the delegated call without the defaulted arguments.
+expect "ALTER EXTENSION idempotency UPDATE (to 0.7)" "$(qv 0 "ALTER EXTENSION idempotency UPDATE")" ""
+expect "versions 0.7 (coordinator worker1 worker2)" \
+    "$(for i in 0 1 2; do q $i "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"; done | paste -sd' ')" "0.7 0.7 0.7"
+expect "idem_claim's support (coordinator worker1 worker2)" \
+    "$(for i in 0 1 2; do q $i "SELECT prosupport FROM pg_proc WHERE oid = 'idem_claim(text,text,bytea,interval,interval,boolean)'::regprocedure"; done | paste -sd' ')" \
+    "idem_claim_support idem_claim_support idem_claim_support"
+expect "idem_distribute() after the update to 0.7 (nothing changed)" \
+    "$(q 0 "SELECT count(*) FROM idem_distribute() WHERE action NOT LIKE 'unchanged%'")" 0
+expect "0.7: the call a worker plans" \
+    "$(q 1 "EXPLAIN (VERBOSE, COSTS OFF) SELECT outcome FROM idem_claim('$s', 'k6', '\\x06')" | grep -o "Function Call: .*")" \
+    "Function Call: idem_claim('$s'::text, 'k6'::text, '\\x06'::bytea)"
+expect "0.7: a 0.6 record replays (delegated)" \
+    "$(qv 0 "SELECT outcome || ' ' || convert_from(response_body, 'UTF8') FROM idem_claim('$s', 'k6', '\\x06')")" 'replayed {"id":6}'
+expect "0.7: claim and complete (delegated)" \
+    "$(qv 0 "SELECT outcome FROM idem_claim('$s', 'k7')")$(qv 0 "SELECT idem_complete('$s', 'k7', 1, 'r7')")" "claimedt"
+say "0.6 -> 0.7 on the cluster: every node at 0.7 with idem_claim's planner support, the delegation unchanged; a worker plans the short call; a 0.6 record replays, a new key is claimed and completed"
 
 # --- still to come (issue 16 "Tests") ---------------------------------------------------------
 # - a shard moved (citus_move_shard_placement, block_writes) mid-load
