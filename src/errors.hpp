@@ -25,8 +25,9 @@ inline void require_arg(FunctionCallInfo fcinfo, int argno, const char *name,
                         errmsg("%s must not be null", name), hint ? errhint("%s", hint) : 0));
 }
 
-// True when argument argno is NULL or absent: a planner support function (idem_claim_support)
-// may drop trailing arguments that equal their defaults, and the function then sees fewer.
+// True when argument argno is NULL or absent. A call has fewer arguments than the function
+// declares when an older version's SQL declares fewer, or when a planner support function
+// (idem_claim_support) dropped trailing arguments at their defaults.
 inline bool arg_null(FunctionCallInfo fcinfo, int argno) {
     return argno >= PG_NARGS() || PG_ARGISNULL(argno);
 }

@@ -11,6 +11,7 @@
 // can throw goes through run_cpp; the jsonb walks themselves (JsonbIteratorNext, numeric_out,
 // encoding conversion, the fast walker) are plain PostgreSQL-style code between those calls.
 #include "pg_cpp.hpp"
+#include "errors.hpp"
 #include "fingerprints_fast.hpp"
 
 #include "crypto.hpp"
@@ -91,7 +92,7 @@ struct PathList {
 void collect_paths(FunctionCallInfo fcinfo, int argno, const char *argname, PathList *pl) {
     pl->n = 0;
     pl->paths = nullptr;
-    if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+    if (idem::pg::arg_null(fcinfo, argno))
         return;
     ArrayType *arr = PG_GETARG_ARRAYTYPE_P(argno);
     if (ARR_NDIM(arr) > 1)

@@ -111,7 +111,7 @@ SPIPlanPtr plan_done[2], plan_get[2], plan_fail[2], plan_requeue[2];
 
 // The optional topic argument argno (checked), or null.
 bool topic_arg(FunctionCallInfo fcinfo, int argno, Datum *topic) {
-    if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+    if (idem::pg::arg_null(fcinfo, argno))
         return false;
     *topic = checked_varlena(PG_GETARG_DATUM(argno), "topic", MAX_TOPIC, false);
     return true;
