@@ -165,21 +165,34 @@ inline bool stacks_intact(const ErrorStacks &saved, PendingError &pe, const char
     pg_unreachable();
 }
 
-// Calls impl(fcinfo); a C++ exception becomes a PostgreSQL error (pg_duckdb's InvokeCPPFunc
-// pattern), and a body that leaves the error stacks changed raises an internal error after
-// restoring them. PostgreSQL errors raised inside impl propagate by longjmp as usual.
-template <Datum (*Impl)(FunctionCallInfo)> Datum invoke(FunctionCallInfo fcinfo, const char *name) {
+// Calls fn() from a callback PostgreSQL makes into the extension (an fmgr entry point, a custom
+// scan's or a planner hook's method): a C++ exception becomes a PostgreSQL error (pg_duckdb's
+// InvokeCPPFunc pattern), and a body that leaves the error stacks changed raises an internal
+// error after restoring them. PostgreSQL errors raised inside fn propagate by longjmp as usual.
+// fn returns plain data (or nothing).
+template <typename F> auto guard(const char *name, F &&fn) -> decltype(fn()) {
     const ErrorStacks entry = error_stacks();
     PendingError pe;
     try {
-        Datum result = Impl(fcinfo);
-        if (stacks_intact(entry, pe, name))
-            return result;
+        if constexpr (std::is_void_v<decltype(fn())>) {
+            fn();
+            if (stacks_intact(entry, pe, name))
+                return;
+        } else {
+            auto result = fn();
+            if (stacks_intact(entry, pe, name))
+                return result;
+        }
     } catch (...) {
         capture_current_exception(pe);
         stacks_intact(entry, pe, name);
     }
     raise(pe);
+}
+
+// The guard of an SQL-callable function's body impl(fcinfo) (IDEM_PG_FUNCTION).
+template <Datum (*Impl)(FunctionCallInfo)> Datum invoke(FunctionCallInfo fcinfo, const char *name) {
+    return guard(name, [fcinfo] { return Impl(fcinfo); });
 }
 
 // Runs fn() (C++ code that may throw and may own objects with destructors, but calls no

@@ -12,6 +12,9 @@ extern "C" {
 #include "datatype/timestamp.h"
 }
 
+// idem_claim's entry point (src/records_claim.cpp): the custom scan calls claim_row in its place.
+extern "C" Datum idem_claim(PG_FUNCTION_ARGS);
+
 namespace idem::pg::records {
 
 // Columns read back from a record, in the order of RECORD_COLUMNS. Each is cast to the type
@@ -70,5 +73,15 @@ Datum copy_col(MemoryContext cxt, int attno, int16 typlen, bool byval, bool *isn
 
 // NULL-aware equality of two bytea values.
 bool bytea_equal(bool a_null, Datum a, bool b_null, Datum b);
+
+// The columns of idem_claim_result (0.5's type has the first seven).
+constexpr int CLAIM_COLUMNS = 9;
+
+// One claim of idem_claim's arguments in fcinfo: the result row's columns into values and nulls,
+// allocated in the current memory context (src/records_claim.cpp). Runs inside a guard.
+void claim_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
+
+// Installs idem_claim's custom scan in the planner (src/records_claim_scan.cpp); from _PG_init.
+void claim_scan_init();
 
 } // namespace idem::pg::records

@@ -437,8 +437,9 @@ Step claim_round(Claim *c) {
 
 } // namespace
 
-// idem_claim(scope, key, fingerprint, lease, ttl, wait): claims an Idempotency-Key.
-IDEM_PG_FUNCTION(idem_claim) {
+// (records.hpp) One claim: its rounds until an outcome is decided, then its result row.
+void idem::pg::records::claim_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls) {
+    static_assert(O_COUNT == CLAIM_COLUMNS, "idem_claim_result's columns");
     Claim c;
     claim_args(fcinfo, &c);
     for (int round = 0; c.res.outcome == nullptr; round++) {
@@ -458,5 +459,14 @@ IDEM_PG_FUNCTION(idem_claim) {
     idem::operations::count_claim(c.res.outcome);
 
     set_out(&c.res, O_OUTCOME, CStringGetTextDatum(c.res.outcome));
-    PG_RETURN_DATUM(idem::pg::result_row(fcinfo, c.res.values, c.res.nulls));
+    memcpy(values, c.res.values, sizeof c.res.values);
+    memcpy(nulls, c.res.nulls, sizeof c.res.nulls);
+}
+
+// idem_claim(scope, key, fingerprint, lease, ttl, wait): claims an Idempotency-Key.
+IDEM_PG_FUNCTION(idem_claim) {
+    Datum values[CLAIM_COLUMNS];
+    bool nulls[CLAIM_COLUMNS];
+    claim_row(fcinfo, values, nulls);
+    PG_RETURN_DATUM(idem::pg::result_row(fcinfo, values, nulls));
 }
