@@ -13,6 +13,11 @@ extern "C" {
 #include "utils/guc.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
+#include "commands/explain.h"
+#if PG_VERSION_NUM >= 180000
+#include "commands/explain_format.h"
+#include "commands/explain_state.h"
+#endif
 }
 
 #include <cstdlib>
@@ -74,6 +79,12 @@ inline void *guc_extra_alloc(size_t size) {
 #else
     return malloc(size);
 #endif
+}
+
+// A property line of EXPLAIN (label: value) and the state it is written to: commands/explain.h
+// up to 17; 18 moved them to explain_format.h and explain_state.h (included above).
+inline void explain_text(const char *label, const char *value, ExplainState *es) {
+    ExplainPropertyText(label, value, es);
 }
 
 } // namespace idem::pg::compat

@@ -14,6 +14,7 @@
 #include "pg_compat.hpp"
 #include "settings.hpp"
 #include "operations.hpp"
+#include "records.hpp"
 
 #include <climits>
 #include <cstdio>
@@ -33,7 +34,7 @@ namespace idem::settings::detail {
 Value values[COUNT] = {{60, true},  {24 * 3600, true}, {7 * 24 * 3600, true}, {60, true},
                        {300, true}, {1, true},         {7 * 24 * 3600, true}, {60, true},
                        {20, true},  {1, true},         {3600, true},          {1, true},
-                       {0, true}};
+                       {0, true},   {1, true}};
 } // namespace idem::settings::detail
 
 namespace {
@@ -110,6 +111,11 @@ Setting table[COUNT] = {
      "Relays LISTEN instead of polling; every committing transaction that notified takes a "
      "global lock of the notification queue at commit.",
      "off", 0, Kind::Boolean, nullptr, PGC_S_DEFAULT},
+    {"idempotency.claim_scan", "Plans SELECT ... FROM idem_claim(...) as idem_claim's custom scan.",
+     "The custom scan returns the claim's row without the function scan's tuplestore and row "
+     "descriptor copies; off: a function scan (same results). Applies to statements planned "
+     "after it changes.",
+     "on", 0, Kind::Boolean, nullptr, PGC_S_DEFAULT},
 };
 
 // True while _PG_init defines the settings: PostgreSQL then applies the values set before the
@@ -355,6 +361,7 @@ void _PG_init(void) {
         define<idem::settings::RETRY_BACKOFF_MAX>();
         define<idem::settings::OUTBOX_DEAD_BLOCKS_KEY>();
         define<idem::settings::OUTBOX_NOTIFY>();
+        define<idem::settings::CLAIM_SCAN>();
     }
     PG_FINALLY();
     {
@@ -363,4 +370,5 @@ void _PG_init(void) {
     PG_END_TRY();
     MarkGUCPrefixReserved("idempotency");
     idem::operations::init(); // shared-memory counters, only under shared_preload_libraries
+    idem::pg::records::claim_scan_init();
 }

@@ -23,8 +23,9 @@ enum Id {
     RETRY_BACKOFF_MAX,
     OUTBOX_DEAD_BLOCKS_KEY,
     OUTBOX_NOTIFY,
+    CLAIM_SCAN,
 };
-inline constexpr int COUNT = OUTBOX_NOTIFY + 1;
+inline constexpr int COUNT = CLAIM_SCAN + 1;
 
 namespace detail {
 // The value in effect, kept by the setting's assign hook: seconds, a count (max_attempts), or 0/1
@@ -88,6 +89,11 @@ inline bool outbox_dead_blocks_key() {
 }
 inline bool outbox_notify() {
     return detail::get(OUTBOX_NOTIFY) != 0;
+}
+// The planner runs SELECT ... FROM idem_claim(...) as idem_claim's custom scan
+// (src/records_claim_scan.cpp); off: as a function scan.
+inline bool claim_scan_on() {
+    return detail::get(CLAIM_SCAN) != 0;
 }
 
 } // namespace idem::settings

@@ -775,6 +775,11 @@ expect "idem_distribute() after the update to 0.7 (nothing changed)" \
 expect "0.7: the call a worker plans" \
     "$(q 1 "EXPLAIN (VERBOSE, COSTS OFF) SELECT outcome FROM idem_claim('$s', 'k6', '\\x06')" | grep -o "Function Call: .*")" \
     "Function Call: idem_claim('$s'::text, 'k6'::text, '\\x06'::bytea)"
+# idem_claim's custom scan (src/records_claim_scan.cpp, a planner hook of the module, no SQL):
+# a worker runs the delegated call with it (the replays and claims below go through it)
+expect "a worker plans idem_claim's custom scan" \
+    "$(q 1 "EXPLAIN (COSTS OFF) SELECT outcome FROM idem_claim('$s', 'k6', '\\x06')" | head -n 1)" \
+    "Custom Scan (IdemClaim)"
 expect "0.7: a 0.6 record replays (delegated)" \
     "$(qv 0 "SELECT outcome || ' ' || convert_from(response_body, 'UTF8') FROM idem_claim('$s', 'k6', '\\x06')")" 'replayed {"id":6}'
 expect "0.7: claim and complete (delegated)" \

@@ -38,6 +38,10 @@ nopreload 1'
 if [ "$got" != "$want" ]; then
     echo "nopreload: unexpected answers"; diff <(echo "$want") <(echo "$got"); rc=1
 fi
+# the first statement of a session loads the library while it is planned (idem_claim_support),
+# and the planner hook it installs plans that statement as idem_claim's custom scan already
+plan=$(psql -qAtX -d tap_regression -c "EXPLAIN (COSTS OFF) SELECT outcome FROM idem_claim('nopreload', 'first')")
+[ "$plan" = "Custom Scan (IdemClaim)" ] || { echo "nopreload: first statement planned as: $plan"; rc=1; }
 # idem_stats_reset without preload: 55000 (checked apart: psql stops the heredoc on the error)
 err=$(psql -qAtX -d tap_regression -c "\set VERBOSITY sqlstate" -c "SELECT idem_stats_reset()" 2>&1)
 [ "$err" = "ERROR:  55000" ] || { echo "nopreload: idem_stats_reset gave: $err"; rc=1; }
