@@ -2,6 +2,7 @@
 # Instructions per call of bench/load.sh's statements (valgrind callgrind): deterministic where
 # throughput and CPU time on this shared machine are not (issue 18).
 #   bench/instructions.sh [SCRIPT...]   default: claim_replay select_replay claim_new insert_new
+#                                       (SCRIPT_fscan: SCRIPT with idempotency.claim_scan = off)
 #                                       env: IDEM_BENCH_PGPORT (54396), OUT
 #   bench/instructions.sh inbox_receive inbox_receive_queued processed_event
 #                                       (bench/inbox.sh's statements, on inbox_setup.sql; not
@@ -54,7 +55,9 @@ for s in $SCRIPTS; do
                 -c "TRUNCATE bench_bare.records, bench_pl.records" -c "VACUUM idempotency.records" \
                 -c "CHECKPOINT" ;;
         esac
-        PGOPTIONS="-c synchronous_commit=off" pgbench -n -M prepared -c 1 -t $n -f "$B/$s.sql" \
+        opt=""
+        [ "${s%_fscan}" != "$s" ] && opt="-c idempotency.claim_scan=off"
+        PGOPTIONS="-c synchronous_commit=off $opt" pgbench -n -M prepared -c 1 -t $n -f "$B/${s%_fscan}.sql" \
             bench >"$OUT/$s.$n.out" 2>&1 &
         pgb=$!
         pid=""

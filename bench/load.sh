@@ -3,7 +3,7 @@
 # 54395, or IDEM_BENCH_PGPORT; the cluster directory /tmp/idem-pg-$PORT is removed first).
 #   bench/load.sh     env: ROUNDS=5 SECS=10 CLIENTS=8 FSYNC=on CPU_ROUNDS=5 CPU_SECS=5
 #                          MEMORY_CLAIMS=1000000 MEMORY_SCRIPT=claim_new NOTES=0 SQL_PATH=1
-#                          KEEP_LOGS=0
+#                          KEEP_LOGS=0 FUNCTION_SCAN=1
 #                          (ROUNDS, CPU_ROUNDS or MEMORY_CLAIMS = 0 skips that part)
 # For each synchronous_commit setting (off, on) and each round, runs every variant once, in
 # alternating order, for SECS seconds with CLIENTS clients (-M prepared), and reports the
@@ -56,11 +56,24 @@ if [ "${SQL_PATH:-1}" = 1 ]; then
     RATIOS="$RATIOS claim_new_sql/insert_new/0.95 claim_replay_sql/select_replay/0.9
         claim_new/claim_new_sql/0 claim_replay/claim_replay_sql/0"
 fi
+# FUNCTION_SCAN=1 (default) adds the replay planned as a function scan (idempotency.claim_scan =
+# off), for information: what idem_claim's custom scan (src/records_claim_scan.cpp) gains.
+if [ "${FUNCTION_SCAN:-1}" = 1 ]; then
+    VARIANTS="$VARIANTS claim_replay_fscan"
+    RATIOS="$RATIOS claim_replay_fscan/select_replay/0 claim_replay/claim_replay_fscan/0"
+fi
 if [ "$NOTES" = 1 ]; then
     VARIANTS="$VARIANTS insert_new_clock select_replay_star"
     RATIOS="$RATIOS claim_new/insert_new_clock/0 claim_replay/select_replay_star/0"
 fi
-variant_opt() { case "$1" in *_sql) echo "-c idempotency.direct_access=off" ;; esac; }
+variant_opt() {
+    case "$1" in
+    *_sql) echo "-c idempotency.direct_access=off" ;;
+    *_fscan) echo "-c idempotency.claim_scan=off" ;;
+    esac
+}
+# The pgbench script of variant $1: the name without its _sql or _fscan.
+variant_script() { local v=${1%_sql}; echo "$B/${v%_fscan}.sql"; }
 # Every run starts from the same tables: the rows the previous runs inserted (new keys in
 # idempotency.records, bench_bare.records, bench_pl.records) are removed and vacuumed away, so
 # that a variant never searches a primary key that the others have grown (the replays of
@@ -76,7 +89,7 @@ for sc in off on; do
         for v in $(bench_order "$r" $VARIANTS); do
             reset_tables
             res=$(PGOPTIONS="-c synchronous_commit=$sc $(variant_opt "$v")" \
-                bench_run "load.$sc.$v.$r" "$CLIENTS" "$B/${v%_sql}.sql")
+                bench_run "load.$sc.$v.$r" "$CLIENTS" "$(variant_script "$v")")
             echo "$sc $v $r $res" | tee -a "$OUT/tps.txt"
         done
     done
@@ -101,7 +114,7 @@ if [ "$CPU_ROUNDS" -gt 0 ]; then
             [ $((r % 2)) = 0 ] && order=$(echo $VARIANTS | tr ' ' '\n' | tac | tr '\n' ' ')
             for v in $order; do
                 PGOPTIONS="-c synchronous_commit=$sc $(variant_opt "$v")" pgbench -n -M prepared -c 1 \
-                    -T "$CPU_SECS" -f "$B/${v%_sql}.sql" bench >"$OUT/cpu-run.txt" 2>&1 &
+                    -T "$CPU_SECS" -f "$(variant_script "$v")" bench >"$OUT/cpu-run.txt" 2>&1 &
                 pgb=$!
                 pid=""
                 for _ in $(seq 1 200); do # this run's backend (not the previous one, exiting)
