@@ -112,6 +112,18 @@ SELECT status, attempt FROM idempotency.records WHERE scope = 'cs/count';
 SELECT pg_temp.plan_of($$SELECT g, c.outcome FROM generate_series(1, 3) g, idem_claim('cs/join', 'j') c$$) AS join_plan;
 SELECT g, c.outcome, c.attempt FROM generate_series(1, 3) g, idem_claim('cs/join', 'j') c ORDER BY g;
 SELECT count(*) AS records FROM idempotency.records WHERE scope = 'cs/join';
+-- a parameter that changes in a qual or the target list only, not in the arguments: the same
+-- row again (claimed three times), as the function scan answers (below, with the setting off)
+SELECT t.id,
+       (SELECT outcome || '/' || attempt FROM idem_claim('cs/qual', 'q') WHERE attempt <= t.id) AS qual,
+       (SELECT outcome || '/' || t.id FROM idem_claim('cs/tlist', 't')) AS tlist
+FROM (VALUES (1), (2), (3)) t(id) ORDER BY t.id;
+SET idempotency.claim_scan = off;
+SELECT t.id,
+       (SELECT outcome || '/' || attempt FROM idem_claim('cs/qual-off', 'q') WHERE attempt <= t.id) AS qual,
+       (SELECT outcome || '/' || t.id FROM idem_claim('cs/tlist-off', 't')) AS tlist
+FROM (VALUES (1), (2), (3)) t(id) ORDER BY t.id;
+RESET idempotency.claim_scan;
 -- a correlated subquery claims again for each changed argument (the second 'a' is this
 -- transaction's own processing record)
 SELECT v.n, v.k, (SELECT outcome FROM idem_claim('cs/sub', v.k)) AS outcome
@@ -139,6 +151,18 @@ FETCH NEXT FROM cur;
 CLOSE cur;
 SELECT count(*) AS records, max(attempt) AS attempt FROM idempotency.records WHERE scope = 'cs/cursor';
 COMMIT;
+
+-- EXECUTE on idem_claim is checked as for the function scan (the extension grants it to
+-- nobody): 42501 both ways, nothing written
+CREATE ROLE idem_cs_nobody;
+SET ROLE idem_cs_nobody;
+SELECT try($$SELECT * FROM idem_claim('cs/acl', 'k')$$) AS custom_scan;
+SET idempotency.claim_scan = off;
+SELECT try($$SELECT * FROM idem_claim('cs/acl', 'k')$$) AS function_scan;
+RESET idempotency.claim_scan;
+RESET ROLE;
+DROP ROLE idem_cs_nobody;
+SELECT count(*) AS written FROM idempotency.records WHERE scope = 'cs/acl';
 
 -- errors are the function's, and write nothing
 SELECT try($$SELECT * FROM idem_claim(NULL, 'k')$$) AS null_scope;

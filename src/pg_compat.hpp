@@ -13,7 +13,13 @@ extern "C" {
 #include "utils/guc.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
+#include "catalog/objectaccess.h"
+#include "catalog/pg_proc.h"
 #include "commands/explain.h"
+#include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "utils/acl.h"
+#include "utils/lsyscache.h"
 #if PG_VERSION_NUM >= 180000
 #include "commands/explain_format.h"
 #include "commands/explain_state.h"
@@ -78,6 +84,34 @@ inline void *guc_extra_alloc(size_t size) {
     return guc_malloc(LOG, size);
 #else
     return malloc(size);
+#endif
+}
+
+// The executor's check before it calls function funcid: EXECUTE for the current user (the
+// usual 42501 error when refused), then the object access hook. 16 replaced pg_proc_aclcheck
+// by object_aclcheck.
+inline void check_function_execute(Oid funcid) {
+#if PG_VERSION_NUM >= 160000
+    AclResult r = object_aclcheck(ProcedureRelationId, funcid, GetUserId(), ACL_EXECUTE);
+#else
+    AclResult r = pg_proc_aclcheck(funcid, GetUserId(), ACL_EXECUTE);
+#endif
+    if (r != ACLCHECK_OK)
+        aclcheck_error(r, OBJECT_FUNCTION, get_func_name(funcid));
+    InvokeFunctionExecuteHook(funcid);
+}
+
+// expression_tree_walker with a walker of the type 16 declares (15 takes bool (*)() and calls
+// it with the same two arguments).
+using ExpressionWalker = bool (*)(Node *node, void *context);
+inline bool walk_expression(Node *node, ExpressionWalker walker, void *context) {
+#if PG_VERSION_NUM >= 160000
+    return expression_tree_walker(node, walker, context);
+#else
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wcast-function-type"
+    return expression_tree_walker(node, reinterpret_cast<bool (*)()>(walker), context);
+#pragma GCC diagnostic pop
 #endif
 }
 

@@ -44,6 +44,7 @@ struct ClaimScanState {
     List *args;              // ExprState of each argument
     FmgrInfo flinfo;         // idem_claim's, as fmgr_info would set it for the direct call
     FunctionCallInfo fcinfo; // the arguments of the claim
+    Bitmapset *arg_params;   // the PARAM_EXEC parameters the arguments read
     bool direct;             // call claim_row; false: through fmgr (a hook of fmgr is loaded)
     int ncols;               // columns of the scan tuple,
     AttrNumber *attnos;      // each one's column of idem_claim_result
@@ -107,7 +108,17 @@ void add_claim_path(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry
         used = lappend(used, lfirst_node(RestrictInfo, lc)->clause);
     if (whole_row_reference(used, rti))
         return;
-    const Path *function_scan = static_cast<const Path *>(linitial(rel->pathlist));
+    const Path *function_scan = nullptr;
+    List *kept = NIL;
+    foreach (lc, rel->pathlist) {
+        Path *p = static_cast<Path *>(lfirst(lc));
+        if (p->pathtype == T_FunctionScan)
+            function_scan = p;
+        else
+            kept = lappend(kept, p); // another hook's
+    }
+    if (function_scan == nullptr)
+        return;
     CustomPath *path = makeNode(CustomPath);
     path->path.pathtype = T_CustomScan;
     path->path.parent = rel;
@@ -117,8 +128,7 @@ void add_claim_path(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry
     path->path.total_cost = function_scan->total_cost;
     path->flags = CUSTOMPATH_SUPPORT_PROJECTION | CUSTOMPATH_SUPPORT_BACKWARD_SCAN;
     path->methods = &path_methods;
-    rel->pathlist = NIL;
-    rel->partial_pathlist = NIL;
+    rel->pathlist = kept;
     add_path(rel, &path->path);
 }
 
@@ -165,12 +175,26 @@ Node *create_state(CustomScan *) {
     return reinterpret_cast<Node *>(s);
 }
 
+// Adds the PARAM_EXEC parameters that node reads to the Bitmapset *context points to.
+bool exec_params(Node *node, void *context) {
+    if (node == nullptr)
+        return false;
+    if (IsA(node, Param) && castNode(Param, node)->paramkind == PARAM_EXEC) {
+        auto *params = static_cast<Bitmapset **>(context);
+        *params = bms_add_member(*params, castNode(Param, node)->paramid);
+    }
+    return idem::pg::compat::walk_expression(node, exec_params, context);
+}
+
 // BeginCustomScan: the arguments' expressions, the call's fmgr state, the scan columns.
 void begin_scan(CustomScanState *node, EState *estate, int) {
     auto *s = reinterpret_cast<ClaimScanState *>(node);
     const CustomScan *scan = castNode(CustomScan, node->ss.ps.plan);
     s->call = linitial_node(FuncExpr, scan->custom_exprs);
+    idem::pg::compat::check_function_execute(s->call->funcid); // as the function scan's start
     s->args = ExecInitExprList(s->call->args, &node->ss.ps);
+    s->arg_params = nullptr;
+    exec_params(reinterpret_cast<Node *>(s->call->args), &s->arg_params);
     int nargs = list_length(s->call->args);
     // The plan was made for idem_claim as installed (is_idem_claim), and a change of the
     // function invalidates it; only a hook of fmgr loaded since (FmgrHookIsNeeded) sends the
@@ -256,13 +280,12 @@ TupleTableSlot *next_row(ScanState *ss) {
     return store_row(s, ss->ss_ScanTupleSlot);
 }
 
-// ExecScan's recheck method (EvalPlanQual): the row, as claimed.
-bool recheck_row(ScanState *ss, TupleTableSlot *slot) {
-    auto *s = reinterpret_cast<ClaimScanState *>(ss);
-    if (!s->claimed)
-        return false;
-    store_row(s, slot);
-    return true;
+// ExecScan's recheck method. Inside an EvalPlanQual recheck PostgreSQL asks a scan of no relation
+// (scanrelid 0) for its tuple through this method, where a minor release does so for a scan
+// outside the rechecked rows (the planner takes no call that a row mark covers): then it is the
+// scan's next row, as the function scan would run.
+bool recheck_row(ScanState *ss, TupleTableSlot *) {
+    return !TupIsNull(next_row(ss));
 }
 
 // ExecCustomScan.
@@ -273,13 +296,15 @@ TupleTableSlot *exec_scan(CustomScanState *node) {
 // EndCustomScan: the memory goes with the query's.
 void end_scan(CustomScanState *) {}
 
-// ReScanCustomScan: claims again when a parameter of the call changed; otherwise the same row
-// again (the function scan rereads its tuplestore).
+// ReScanCustomScan: claims again when a parameter of the arguments changed; otherwise (nothing
+// changed, or only a parameter of a qual or the target list) the same row again, as the function
+// scan rereads its tuplestore.
 void rescan(CustomScanState *node) {
     auto *s = reinterpret_cast<ClaimScanState *>(node);
-    if (node->ss.ps.chgParam != nullptr)
+    if (bms_overlap(node->ss.ps.chgParam, s->arg_params))
         s->claimed = false;
     s->position = 0;
+    ExecScanReScan(&node->ss);
 }
 
 // ExplainCustomScan: the call, as EXPLAIN VERBOSE shows a function scan's.
