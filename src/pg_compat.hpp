@@ -20,6 +20,8 @@ extern "C" {
 #include "nodes/nodeFuncs.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
+// EXPLAIN's property lines and ExplainState (the custom scan's EXPLAIN): commands/explain.h up
+// to 17; 18 moved them to explain_format.h and explain_state.h.
 #if PG_VERSION_NUM >= 180000
 #include "commands/explain_format.h"
 #include "commands/explain_state.h"
@@ -113,12 +115,6 @@ inline bool walk_expression(Node *node, ExpressionWalker walker, void *context) 
     return expression_tree_walker(node, reinterpret_cast<bool (*)()>(walker), context);
 #pragma GCC diagnostic pop
 #endif
-}
-
-// A property line of EXPLAIN (label: value) and the state it is written to: commands/explain.h
-// up to 17; 18 moved them to explain_format.h and explain_state.h (included above).
-inline void explain_text(const char *label, const char *value, ExplainState *es) {
-    ExplainPropertyText(label, value, es);
 }
 
 } // namespace idem::pg::compat

@@ -42,10 +42,9 @@ struct ClaimScanState {
     CustomScanState css; // first: PostgreSQL sees a CustomScanState
     FuncExpr *call;
     List *args;              // ExprState of each argument
-    FmgrInfo flinfo;         // idem_claim's, as fmgr_info would set it for the direct call
+    FmgrInfo flinfo;         // idem_claim's, as fmgr_info sets it for a plain C function
     FunctionCallInfo fcinfo; // the arguments of the claim
     Bitmapset *arg_params;   // the PARAM_EXEC parameters the arguments read
-    bool direct;             // call claim_row; false: through fmgr (a hook of fmgr is loaded)
     int ncols;               // columns of the scan tuple,
     AttrNumber *attnos;      // each one's column of idem_claim_result
     MemoryContext row_cxt;   // holds the claimed row until the next claim
@@ -98,8 +97,7 @@ void add_claim_path(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry
     if (prev_pathlist_hook != nullptr)
         prev_pathlist_hook(root, rel, rti, rte);
     FuncExpr *call = claim_call(rte);
-    if (call == nullptr || !IS_SIMPLE_REL(rel) || IS_DUMMY_REL(rel) ||
-        !bms_is_empty(rel->lateral_relids) || rel->pathlist == NIL ||
+    if (call == nullptr || !IS_SIMPLE_REL(rel) || !bms_is_empty(rel->lateral_relids) ||
         !idem::settings::claim_scan_on() || !is_idem_claim(call->funcid))
         return;
     List *used = list_copy(rel->reltarget->exprs);
@@ -117,7 +115,7 @@ void add_claim_path(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry
         else
             kept = lappend(kept, p); // another hook's
     }
-    if (function_scan == nullptr)
+    if (function_scan == nullptr) // a relation proven empty has none
         return;
     CustomPath *path = makeNode(CustomPath);
     path->path.pathtype = T_CustomScan;
@@ -195,25 +193,25 @@ void begin_scan(CustomScanState *node, EState *estate, int) {
     s->args = ExecInitExprList(s->call->args, &node->ss.ps);
     s->arg_params = nullptr;
     exec_params(reinterpret_cast<Node *>(s->call->args), &s->arg_params);
+    // The plan was made for idem_claim as installed (is_idem_claim: no SECURITY DEFINER, SET or
+    // hook of fmgr), and a change of the function invalidates it; a hook's view of the function
+    // (sepgsql's label) can change without that.
+    if (FmgrHookIsNeeded(s->call->funcid))
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("idem_claim's custom scan cannot call idem_claim under a hook of fmgr"),
+                 errhint("Run DISCARD PLANS, or SET idempotency.claim_scan = off.")));
     int nargs = list_length(s->call->args);
-    // The plan was made for idem_claim as installed (is_idem_claim), and a change of the
-    // function invalidates it; only a hook of fmgr loaded since (FmgrHookIsNeeded) sends the
-    // call through fmgr, as the function scan would.
-    s->direct = !FmgrHookIsNeeded(s->call->funcid);
-    if (s->direct) {
-        s->flinfo.fn_addr = idem_claim;
-        s->flinfo.fn_oid = s->call->funcid;
-        s->flinfo.fn_nargs = static_cast<short>(nargs);
-        s->flinfo.fn_stats = TRACK_FUNC_PL; // counted with track_functions = all, as a C function
-        s->flinfo.fn_mcxt = CurrentMemoryContext;
-    } else {
-        fmgr_info(s->call->funcid, &s->flinfo);
-    }
+    s->flinfo.fn_addr = idem_claim;
+    s->flinfo.fn_oid = s->call->funcid;
+    s->flinfo.fn_nargs = static_cast<short>(nargs);
+    s->flinfo.fn_stats = TRACK_FUNC_PL; // counted with track_functions = all, as a C function
+    s->flinfo.fn_mcxt = CurrentMemoryContext;
     fmgr_info_set_expr(reinterpret_cast<Node *>(s->call), &s->flinfo);
     s->fcinfo = static_cast<FunctionCallInfo>(palloc0(SizeForFunctionCallInfo(nargs)));
     InitFunctionCallInfoData(*s->fcinfo, &s->flinfo, nargs, s->call->inputcollid, nullptr, nullptr);
     s->ncols = list_length(scan->custom_scan_tlist);
-    s->attnos = static_cast<AttrNumber *>(palloc(sizeof(AttrNumber) * (s->ncols + 1)));
+    s->attnos = static_cast<AttrNumber *>(palloc(sizeof(AttrNumber) * s->ncols));
     int i = 0;
     ListCell *lc;
     foreach (lc, scan->custom_scan_tlist)
@@ -238,20 +236,8 @@ void claim(ClaimScanState *s) {
     MemoryContextSwitchTo(s->row_cxt);
     PgStat_FunctionCallUsage usage;
     pgstat_init_function_usage(fcinfo, &usage);
-    if (s->direct) {
-        idem::pg::guard("idem_claim",
-                        [s, fcinfo] { idem::pg::records::claim_row(fcinfo, s->values, s->nulls); });
-    } else {
-        fcinfo->isnull = false;
-        Datum row = FunctionCallInvoke(fcinfo);
-        HeapTupleHeader tuple = fcinfo->isnull ? nullptr : DatumGetHeapTupleHeader(row);
-        for (int c = 0; c < s->ncols; c++) {
-            int a = s->attnos[c];
-            s->nulls[a - 1] = true;
-            if (tuple != nullptr)
-                s->values[a - 1] = GetAttributeByNum(tuple, a, &s->nulls[a - 1]);
-        }
-    }
+    idem::pg::guard("idem_claim",
+                    [s, fcinfo] { idem::pg::records::claim_row(fcinfo, s->values, s->nulls); });
     pgstat_end_function_usage(&usage, true);
     MemoryContextSwitchTo(old);
     s->claimed = true;
@@ -313,9 +299,9 @@ void explain_scan(CustomScanState *node, List *ancestors, ExplainState *es) {
         return;
     auto *s = reinterpret_cast<ClaimScanState *>(node);
     List *context = set_deparse_context_plan(es->deparse_cxt, node->ss.ps.plan, ancestors);
-    idem::pg::compat::explain_text(
-        "Function Call",
-        deparse_expression(reinterpret_cast<Node *>(s->call), context, true, false), es);
+    ExplainPropertyText("Function Call",
+                        deparse_expression(reinterpret_cast<Node *>(s->call), context, true, false),
+                        es);
 }
 
 } // namespace
