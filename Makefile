@@ -2,7 +2,7 @@
 #   make && make install          build and install into the server found by pg_config
 #   test/run-all                  the whole test suite (see README)
 EXTENSION = idempotency
-EXTVERSION = 0.7
+EXTVERSION = 0.8
 MODULE_big = idempotency
 
 # The server-independent core (core/, the canonicaliser in core/jcs/) is compiled into the
@@ -16,7 +16,7 @@ OBJS = $(PG_SRCS:.cpp=.o) $(CORE_SRCS:.cpp=.o)
 # release ships only an upgrade script idempotency--A--B.sql assembled from its own parts
 # (0.1 -> 0.2: src/sql/5*.sql; 0.2 -> 0.3: src/sql/6*.sql; 0.3 -> 0.4: src/sql/7*.sql;
 # 0.4 -> 0.5: src/sql/8*.sql; 0.5 -> 0.6: src/sql/9*.sql; 0.6 -> 0.7: src/sql/a*.sql, the digits
-# being used up).
+# being used up; 0.7 -> 0.8: src/sql/b*.sql).
 # CREATE EXTENSION without VERSION installs 0.1 and follows the update path to default_version (idempotency.control), so a fresh
 # install and an upgraded one run the same SQL.
 EXT_SQL_PARTS = $(sort $(wildcard src/sql/[0-4]*.sql))
@@ -26,9 +26,11 @@ EXT_SQL_0_4 = $(sort $(wildcard src/sql/7*.sql))
 EXT_SQL_0_5 = $(sort $(wildcard src/sql/8*.sql))
 EXT_SQL_0_6 = $(sort $(wildcard src/sql/9*.sql))
 EXT_SQL_0_7 = $(sort $(wildcard src/sql/a*.sql))
+EXT_SQL_0_8 = $(sort $(wildcard src/sql/b*.sql))
 DATA_built = $(EXTENSION)--0.1.sql $(EXTENSION)--0.1--0.2.sql $(EXTENSION)--0.2--0.3.sql \
              $(EXTENSION)--0.3--0.4.sql $(EXTENSION)--0.4--0.5.sql \
-             $(EXTENSION)--0.5--0.6.sql $(EXTENSION)--0.6--0.7.sql
+             $(EXTENSION)--0.5--0.6.sql $(EXTENSION)--0.6--0.7.sql \
+             $(EXTENSION)--0.7--0.8.sql
 DATA = $(filter-out $(DATA_built),$(wildcard $(EXTENSION)--*--*.sql))
 
 PG_CPPFLAGS = -Icore -Isrc
@@ -68,6 +70,9 @@ $(EXTENSION)--0.5--0.6.sql: $(EXT_SQL_0_6)
 	cat $^ > $@
 
 $(EXTENSION)--0.6--0.7.sql: $(EXT_SQL_0_7)
+	cat $^ > $@
+
+$(EXTENSION)--0.7--0.8.sql: $(EXT_SQL_0_8)
 	cat $^ > $@
 
 $(OBJS): $(wildcard core/*.hpp core/*.h core/jcs/*.hpp src/*.hpp src/*.h)

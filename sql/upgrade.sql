@@ -12,9 +12,9 @@ SET client_min_messages = warning;
 -- the update path 0.1 -> 0.2 exists; a plain CREATE EXTENSION follows it
 SELECT source, target, path FROM pg_extension_update_paths('idempotency')
 WHERE source = '0.1' AND target = '0.2';
--- and on to 0.3, 0.4, 0.5, 0.6 and 0.7
+-- and on to 0.3, 0.4, 0.5, 0.6, 0.7 and 0.8
 SELECT source, target, path FROM pg_extension_update_paths('idempotency')
-WHERE target IN ('0.3', '0.4', '0.5', '0.6', '0.7') AND path IS NOT NULL ORDER BY target, source;
+WHERE target IN ('0.3', '0.4', '0.5', '0.6', '0.7', '0.8') AND path IS NOT NULL ORDER BY target, source;
 SELECT name, version, installed FROM pg_available_extension_versions
 WHERE name = 'idempotency' ORDER BY version;
 SELECT default_version FROM pg_available_extensions WHERE name = 'idempotency';
@@ -298,9 +298,15 @@ SELECT outcome, resource_id, convert_from(response_body, 'UTF8') AS body FROM id
 SELECT outcome, resource_id, response FROM idem_claim('up/c', 'k05', '\x05');
 SELECT outcome, attempt FROM idem_claim('up/c', 'k07');
 
+-- 0.7 -> 0.8 (the security release, issue 28): the records answer the same after the update.
+ALTER EXTENSION idempotency UPDATE TO '0.8';
+SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
+SELECT outcome, resource_id, convert_from(response_body, 'UTF8') AS body FROM idem_claim('up/c', 'k06', '\x06');
+SELECT outcome, attempt FROM idem_claim('up/c', 'k08');
+
 -- updating to the installed version is a no-op notice, an unknown version an error
 SET client_min_messages = notice;
-ALTER EXTENSION idempotency UPDATE TO '0.7';
+ALTER EXTENSION idempotency UPDATE TO '0.8';
 \set VERBOSITY terse
 ALTER EXTENSION idempotency UPDATE TO '9.9';
 \set VERBOSITY default

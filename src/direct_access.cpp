@@ -104,7 +104,11 @@ int own_index(const TableShape &s, Oid ix) {
     for (int i = 0; name != nullptr && i < s.n_indexes; i++) {
         if (strcmp(name, s.own_indexes[i]) != 0)
             continue;
+        // deparsed under the pinned search path: the caller's would change how names print
+        compat::PinnedSearchPath path;
+        compat::pin_search_path(&path);
         text *def = DatumGetTextPP(DirectFunctionCall1(pg_get_indexdef, ObjectIdGetDatum(ix)));
+        compat::unpin_search_path(&path);
         return strcmp(text_to_cstring(def), s.own_index_defs[i]) == 0 ? i : -1;
     }
     return -1;

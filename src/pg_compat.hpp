@@ -13,6 +13,7 @@ extern "C" {
 #include "utils/guc.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
+#include "catalog/namespace.h"
 #include "catalog/objectaccess.h"
 #include "catalog/pg_proc.h"
 #include "commands/explain.h"
@@ -114,6 +115,38 @@ inline bool walk_expression(Node *node, ExpressionWalker walker, void *context) 
 #pragma GCC diagnostic ignored "-Wcast-function-type"
     return expression_tree_walker(node, reinterpret_cast<bool (*)()>(walker), context);
 #pragma GCC diagnostic pop
+#endif
+}
+
+// The search path of code that runs as the extension's owner (issue 28): pg_catalog, never the
+// caller's schemas nor its temporary schema, so that no type, function, operator or relation the
+// caller planted is found by name. pin_search_path ... unpin_search_path; an error between them is
+// undone by the (sub)transaction's abort. 15 and 16: an override search path of pg_catalog alone
+// (the temporary schema is not searched at all; no setting changes, so nothing is reparsed). 17
+// removed PushOverrideSearchPath: the setting, at a GUC nest level of its own, to
+// "pg_catalog, pg_temp" (PostgreSQL's RestrictSearchPath: pg_temp last).
+struct PinnedSearchPath {
+    int guc_nest;
+};
+
+inline void pin_search_path(PinnedSearchPath *p) {
+#if PG_VERSION_NUM >= 170000
+    p->guc_nest = NewGUCNestLevel();
+    (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+                            GUC_ACTION_SAVE, true, 0, false);
+#else
+    OverrideSearchPath path = {NIL, true, false, 0};
+    PushOverrideSearchPath(&path);
+    p->guc_nest = -1;
+#endif
+}
+
+inline void unpin_search_path(const PinnedSearchPath *p) {
+#if PG_VERSION_NUM >= 170000
+    AtEOXact_GUC(true, p->guc_nest);
+#else
+    (void)p;
+    PopOverrideSearchPath();
 #endif
 }
 

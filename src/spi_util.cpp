@@ -160,10 +160,12 @@ void enter(SavedUser *saved) {
     GetUserIdAndSecContext(&saved->userid, &saved->sec_context);
     SetUserIdAndSecContext(owner, saved->sec_context | SECURITY_LOCAL_USERID_CHANGE |
                                       SECURITY_RESTRICTED_OPERATION);
+    compat::pin_search_path(&saved->path);
 }
 
 // Back to the caller's user; SPI_finish.
 void leave(const SavedUser *saved) {
+    compat::unpin_search_path(&saved->path);
     SetUserIdAndSecContext(saved->userid, saved->sec_context);
     SPI_finish();
 }

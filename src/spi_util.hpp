@@ -2,6 +2,7 @@
 // result row type.
 #pragma once
 
+#include "pg_compat.hpp"
 #include "pg_cpp.hpp"
 
 extern "C" {
@@ -28,13 +29,16 @@ Oid extension_schema();
 Oid extension_owner();
 
 // The caller's user and security context, saved while a function runs as the owner.
+// The search path is pinned meanwhile (compat::pin_search_path): pg_catalog, not the caller's.
 struct SavedUser {
     Oid userid;
     int sec_context;
+    compat::PinnedSearchPath path;
 };
 
 // Connects to SPI and switches to the extension owner so that callers need no rights on the
-// internal tables. An error raised before leave() is cleaned up by (sub)transaction abort,
+// internal tables, with the search path pinned to pg_catalog: no name in a statement, a plan
+// revalidated or an operator's function is resolved in the caller's schemas or pg_temp. An error raised before leave() is cleaned up by (sub)transaction abort,
 // which restores the user and the SPI stack.
 void enter(SavedUser *saved);
 

@@ -21,7 +21,7 @@ SELECT has_table('idempotency', 'records', 'records table');
 SELECT has_table('idempotency', 'inbox', 'inbox table');
 SELECT has_view('public', 'idem_stats', 'idem_stats view');
 SELECT has_view('public', 'idem_inbox_stats', 'idem_inbox_stats view');
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'idempotency'), '0.7', 'version 0.7');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'idempotency'), '0.8', 'version 0.8');
 
 -- PUBLIC has no rights on the internal schema and tables ------------------------------------------
 SELECT schema_privs_are('idempotency', 'public', ARRAY[]::text[], 'PUBLIC: no rights on schema idempotency');
