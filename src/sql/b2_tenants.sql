@@ -25,6 +25,8 @@ COMMENT ON FUNCTION idempotency.idem_bindings_changed() IS
 CREATE TRIGGER bindings_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.bindings
     FOR EACH STATEMENT EXECUTE FUNCTION idempotency.idem_bindings_changed();
+COMMENT ON TRIGGER bindings_changed ON idempotency.bindings IS
+    'Every change of the bindings reaches every session (src/tenants.cpp keeps them per backend).';
 
 -- Binds the names of kind starting with prefix to role (a binding of the same kind and prefix is
 -- moved to role). True when the binding is new. The extension's owner and superusers only
