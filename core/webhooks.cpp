@@ -119,9 +119,11 @@ bool standard_candidates(std::string_view header, Candidates &out) {
         if (token.substr(0, comma) != "v1")
             continue; // another scheme (e.g. v1a, asymmetric): not ours to check
         std::string_view sig = token.substr(comma + 1);
+        // Only the canonical base64 of 32 bytes: a last digit with its unused bits set decodes
+        // to the same MAC, which the libraries (comparing text) refuse.
         std::string bytes;
         if (sig.size() <= max_candidate_chars && base64_decode(sig, bytes) &&
-            bytes.size() == mac_bytes)
+            bytes.size() == mac_bytes && base64_encode(bytes) == sig)
             out.push_back(std::move(bytes));
     }
     return true;

@@ -207,3 +207,25 @@ TEST(WebhookCost, OneHmacPerSecret) {
         EXPECT_EQ(c.hmacs, static_cast<int>(n));
     }
 }
+
+// A v1 signature is its canonical base64: the same MAC with the last digit's unused bits set
+// is not a candidate (the official libraries compare the text; found by webhooks_diff).
+TEST(StandardWebhooks, NonCanonicalBase64IsNoCandidate) {
+    auto secrets = standard_secrets(1);
+    const std::string ts = std::to_string(kTs);
+    std::string good = sign_standard(secrets[0], kId, ts, "{}");
+    ASSERT_EQ(good.size(), 3u + 44u);
+    ASSERT_EQ(good.back(), '=');
+    const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string odd = good;
+    odd[odd.size() - 2] = alphabet[alphabet.find(odd[odd.size() - 2]) ^ 1];
+    std::string a, b;
+    ASSERT_TRUE(base64_decode(good.substr(3), a));
+    ASSERT_TRUE(base64_decode(odd.substr(3), b));
+    ASSERT_EQ(a, b); // the same 32 bytes
+    auto v = [&](const std::string &h) {
+        return verdict_name(verify_standard(views(secrets), kId, ts, "{}", h, kClock));
+    };
+    EXPECT_STREQ(v(good), "valid");
+    EXPECT_STREQ(v(odd), "invalid_signature");
+}
