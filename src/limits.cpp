@@ -116,6 +116,9 @@ void check_response_headers(Jsonb *headers) {
         static_cast<size_t>(idem::settings::get(idem::settings::MAX_RESPONSE_HEADERS)),
         static_cast<size_t>(idem::settings::get(idem::settings::MAX_RESPONSE_HEADER_BYTES))};
     uint32 count = JsonContainerSize(&headers->root);
+    // Too many: refused before any header is read (the core checks the count first).
+    if (count > lim.max_count)
+        idem::pg::call_cpp([&] { idem::validate_response_headers(nullptr, count, lim); });
     auto *fields = static_cast<idem::HeaderField *>(palloc0(sizeof(idem::HeaderField) * count));
     size_t n = 0;
     JsonbIterator *it = JsonbIteratorInit(&headers->root);
