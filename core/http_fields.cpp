@@ -2,7 +2,9 @@
 #include "http_fields.hpp"
 #include "error.hpp"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "cpp_only.hpp"
 
@@ -102,6 +104,58 @@ bool is_tchar(unsigned char c) {
                 "\"/v1/payments/42\"}.");
 }
 
+std::string quoted(std::string_view name) {
+    return "\"" + std::string(name) + "\"";
+}
+
+char lower(char c) {
+    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+std::string lowered(std::string_view s) {
+    std::string out(s);
+    for (char &c : out)
+        c = lower(c);
+    return out;
+}
+
+// RFC 9110 sections 6.1, 7.6.1, 8.6, 10.1.4 and RFC 9112 section 6.1: fields that frame one
+// message or belong to one connection.
+bool framing_or_hop_by_hop(std::string_view name) {
+    static const char *const names[] = {"content-length",   "transfer-encoding",
+                                        "connection",       "keep-alive",
+                                        "proxy-connection", "te",
+                                        "trailer",          "upgrade"};
+    std::string n = lowered(name);
+    for (const char *f : names)
+        if (n == f)
+            return true;
+    return false;
+}
+
+// What is wrong with the byte at i of a field value, or nullptr (RFC 9110 section 5.5).
+const char *bad_value_byte(std::string_view v, size_t i) {
+    auto at = [&](size_t k) { return k < v.size() ? static_cast<unsigned char>(v[k]) : 0u; };
+    unsigned char c = at(i);
+    if (c == ' ' || c == '\t')
+        return i == 0 || i + 1 == v.size() ? "begins or ends with a space or tab" : nullptr;
+    if (c < 0x20 || c == 0x7f)
+        return "contains a control character (CR, LF, NUL, DEL and the other C0 controls but "
+               "HTAB are not field-value characters)";
+    if (c == 0xc2 && at(i + 1) >= 0x80 && at(i + 1) <= 0x9f)
+        return "contains a C1 control character (U+0080-U+009F, such as U+0085 NEL)";
+    if (c == 0xe2 && at(i + 1) == 0x80 && (at(i + 2) == 0xa8 || at(i + 2) == 0xa9))
+        return "contains U+2028 or U+2029 (line or paragraph separator)";
+    return nullptr;
+}
+
+[[noreturn]] void too_many(std::string detail, const char *setting) {
+    throw Error(sqlstate::program_limit_exceeded, std::string("response_headers exceed ") + setting,
+                std::move(detail),
+                std::string("Store fewer or shorter headers, or have a superuser raise ") +
+                    setting + ".");
+}
+
 } // namespace
 
 void validate_response_header(std::string_view name, std::string_view value) {
@@ -109,14 +163,47 @@ void validate_response_header(std::string_view name, std::string_view value) {
         bad_header("A header name must have 1 to 256 bytes.");
     for (unsigned char c : name)
         if (!is_tchar(c))
-            bad_header("Header name \"" + std::string(name) +
-                       "\" is not an HTTP token (RFC 9110 section 5.1).");
+            bad_header("Header name " + quoted(name) +
+                       " is not an HTTP token (RFC 9110 section 5.1).");
+    if (framing_or_hop_by_hop(name))
+        bad_header("Header " + quoted(name) +
+                   " frames a single message or belongs to one connection (RFC 9110 sections "
+                   "7.6.1 and 8.6, RFC 9112 section 6): the server that sends the replay writes "
+                   "its own. Content-Length, Transfer-Encoding, Connection, Keep-Alive, "
+                   "Proxy-Connection, TE, Trailer and Upgrade are not stored.");
     if (value.size() > 8192)
-        bad_header("The value of header \"" + std::string(name) + "\" is longer than 8192 bytes.");
-    for (unsigned char c : value)
-        if (c == '\r' || c == '\n' || c == '\0')
-            bad_header("The value of header \"" + std::string(name) +
-                       "\" contains CR, LF or NUL (RFC 9110 section 5.5).");
+        bad_header("The value of header " + quoted(name) + " is longer than 8192 bytes.");
+    for (size_t i = 0; i < value.size(); i++)
+        if (const char *why = bad_value_byte(value, i))
+            bad_header("The value of header " + quoted(name) + " " + why + " at byte " +
+                       std::to_string(i + 1) + " (RFC 9110 section 5.5).");
+}
+
+void validate_response_headers(const HeaderField *fields, size_t n, HeaderLimits limits) {
+    if (n > limits.max_count)
+        too_many("There are " + std::to_string(n) + " headers; the maximum is " +
+                     std::to_string(limits.max_count) + ".",
+                 "idempotency.max_response_headers");
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += fields[i].name.size() + fields[i].value.size();
+    if (bytes > limits.max_bytes)
+        too_many("The names and values have " + std::to_string(bytes) +
+                     " bytes together; the maximum is " + std::to_string(limits.max_bytes) + ".",
+                 "idempotency.max_response_header_bytes");
+    std::vector<std::pair<std::string, size_t>> names;
+    names.reserve(n);
+    for (size_t i = 0; i < n; i++) {
+        validate_response_header(fields[i].name, fields[i].value);
+        names.emplace_back(lowered(fields[i].name), i);
+    }
+    std::sort(names.begin(), names.end());
+    for (size_t i = 1; i < names.size(); i++)
+        if (names[i].first == names[i - 1].first)
+            bad_header("Headers " + quoted(fields[names[i - 1].second].name) + " and " +
+                       quoted(fields[names[i].second].name) +
+                       " are the same field: header names are case-insensitive (RFC 9110 "
+                       "section 5.1).");
 }
 
 } // namespace idem

@@ -14,6 +14,7 @@
 #include "inbox.hpp"
 #include "direct_access.hpp"
 #include "errors.hpp"
+#include "limits.hpp"
 #include "operations.hpp"
 #include "settings.hpp"
 #include "tenants.hpp"
@@ -243,6 +244,8 @@ void check_delivery(const ReceiveArgs *a, Delivery *d) {
                         errmsg("payload is stored only for queued events"),
                         errhint("Pass enqueue => true to store the event for idem_inbox_next, or "
                                 "leave payload out and pass its hash as payload_hash.")));
+    idem::pg::limits::check_size(a->payload_null, a->payload, idem::pg::limits::Cap::InboxPayload,
+                                 "payload");
     d->now = GetCurrentTimestamp();
     TimestampTz expires = add_usec(d->now, a->ttl_usec);
     bool has_entity = !a->entity_key_null;

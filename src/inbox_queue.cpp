@@ -2,6 +2,7 @@
 // and idem_inbox_fail (finish one, fenced by its attempt). Receiving is src/inbox.cpp.
 #include "inbox.hpp"
 #include "errors.hpp"
+#include "limits.hpp"
 #include "leased_queue.hpp"
 #include "operations.hpp"
 #include "settings.hpp"
@@ -227,6 +228,7 @@ IDEM_PG_FUNCTION(idem_inbox_fail) {
     bool retryable = PG_ARGISNULL(3) ? true : PG_GETARG_BOOL(3);
     bool err_null = PG_ARGISNULL(4);
     Datum err = err_null ? (Datum)0 : PG_GETARG_DATUM(4);
+    idem::pg::limits::check_size(err_null, err, idem::pg::limits::Cap::Error, "error");
     int32 max_attempts = idem::pg::queue::max_attempts_arg(fcinfo, 5);
     TimestampTz now = GetCurrentTimestamp();
     // The event has no requeue: its attempts count from its receipt.

@@ -10,6 +10,7 @@
 #include "errors.hpp"
 #include "inbox.hpp"
 #include "leased_queue.hpp"
+#include "limits.hpp"
 #include "outbox.hpp"
 #include "operations.hpp"
 #include "settings.hpp"
@@ -127,7 +128,7 @@ void lock_key(Datum topic, Datum key) {
     LOCKTAG tag;
     SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(h >> 32), static_cast<uint32>(h),
                          KEY_LOCK_SPACE);
-    (void)LockAcquire(&tag, ExclusiveLock, false, false);
+    idem::pg::limits::lock_outbox_key(&tag); // 54000 past max_outbox_keys_per_transaction
 }
 
 // How the payload argument is stored.
@@ -141,6 +142,9 @@ Datum emit(FunctionCallInfo fcinfo, Body body) {
     bool bytes = body == Body::Bytes;
     if (body == Body::Text)
         e.payload = DirectFunctionCall1(jsonb_in, CStringGetDatum(TextDatumGetCString(e.payload)));
+    idem::pg::limits::check_size(false, e.payload, idem::pg::limits::Cap::OutboxPayload, "payload");
+    idem::pg::limits::check_size(e.headers_null, e.headers, idem::pg::limits::Cap::OutboxPayload,
+                                 "headers");
     TimestampTz now = GetCurrentTimestamp();
     TimestampTz available = inbox::add_usec(now, e.deliver_after_us);
     // On Citus every emit runs on the coordinator (idem_distribute() does not delegate it): the

@@ -8,6 +8,7 @@
 // commit order).
 #include "direct_access.hpp"
 #include "errors.hpp"
+#include "limits.hpp"
 #include "inbox.hpp"
 #include "leased_queue.hpp"
 #include "operations.hpp"
@@ -229,6 +230,7 @@ IDEM_PG_FUNCTION(idem_outbox_fail) {
     bool retryable = PG_ARGISNULL(2) ? true : PG_GETARG_BOOL(2);
     bool err_null = PG_ARGISNULL(3);
     Datum err = err_null ? (Datum)0 : PG_GETARG_DATUM(3);
+    idem::pg::limits::check_size(err_null, err, idem::pg::limits::Cap::Error, "error");
     Datum topic = (Datum)0;
     bool has_topic = topic_arg(fcinfo, 4, &topic);
     idem::pg::tenants::check_event(id, has_topic, topic);

@@ -4,7 +4,7 @@
 // row is the record read to tell why (IK001 / IK002 / IK003, or a repeat of the same finish).
 #include "records.hpp"
 #include "errors.hpp"
-#include "http_fields.hpp"
+#include "limits.hpp"
 #include "operations.hpp"
 #include "settings.hpp"
 #include "tenants.hpp"
@@ -262,31 +262,6 @@ bool explain_refusal(Datum *keyv, int32 attempt, const char *action, const Outco
     pg_unreachable();
 }
 
-// 22023 unless headers is a JSON object of header name to string value (core/http_fields.hpp).
-void check_response_headers(Jsonb *headers) {
-    if (!JB_ROOT_IS_OBJECT(headers))
-        ereport(ERROR,
-                (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid response_headers"),
-                 errdetail("response_headers must be a JSON object, not a JSON %s.",
-                           JB_ROOT_IS_SCALAR(headers) ? "scalar" : "array")));
-    JsonbIterator *it = JsonbIteratorInit(&headers->root);
-    JsonbValue k, v;
-    JsonbIteratorToken t;
-    while ((t = JsonbIteratorNext(&it, &k, true)) != WJB_DONE) {
-        if (t != WJB_KEY)
-            continue;
-        t = JsonbIteratorNext(&it, &v, true);
-        if (v.type != jbvString)
-            ereport(ERROR,
-                    (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid response_headers"),
-                     errdetail("The value of header \"%.*s\" is not a JSON string.",
-                               k.val.string.len, k.val.string.val)));
-        std::string_view name(k.val.string.val, k.val.string.len);
-        std::string_view value(v.val.string.val, v.val.string.len);
-        idem::pg::call_cpp([&] { idem::validate_response_header(name, value); });
-    }
-}
-
 // 0.6's trailing arguments of idem_complete / idem_fail (arguments 6 and 7) into o, checked.
 void body_args(FunctionCallInfo fcinfo, Outcome *o) {
     o->v06 = PG_NARGS() >= 8;
@@ -298,7 +273,7 @@ void body_args(FunctionCallInfo fcinfo, Outcome *o) {
     o->headers_null = PG_ARGISNULL(7);
     o->headers = o->headers_null ? (Datum)0 : PG_GETARG_DATUM(7);
     if (!o->headers_null)
-        check_response_headers(PG_GETARG_JSONB_P(7));
+        idem::pg::limits::check_response_headers(PG_GETARG_JSONB_P(7));
 }
 
 // Shared body of idem_complete and idem_fail.
@@ -311,6 +286,10 @@ Datum finish(FunctionCallInfo fcinfo, Outcome o, int resp_arg, int status_arg, c
     o.st_null = PG_ARGISNULL(status_arg);
     o.st = o.st_null ? (Datum)0 : PG_GETARG_DATUM(status_arg);
     body_args(fcinfo, &o);
+    idem::pg::limits::check_size(o.rid_null, o.rid, idem::pg::limits::Cap::Response, "resource_id");
+    idem::pg::limits::check_size(o.resp_null, o.resp, idem::pg::limits::Cap::Response, "response");
+    idem::pg::limits::check_size(o.body_null, o.body, idem::pg::limits::Cap::Response,
+                                 "response_body");
     TimestampTz now = GetCurrentTimestamp();
 
     idem::pg::SavedUser su;

@@ -31,10 +31,12 @@ void _PG_init(void);
 }
 
 namespace idem::settings::detail {
-Value values[COUNT] = {{60, true},  {24 * 3600, true}, {7 * 24 * 3600, true}, {60, true},
-                       {300, true}, {1, true},         {7 * 24 * 3600, true}, {60, true},
-                       {20, true},  {1, true},         {3600, true},          {1, true},
-                       {0, true},   {1, true}};
+Value values[COUNT] = {{60, true},       {24 * 3600, true}, {7 * 24 * 3600, true}, {60, true},
+                       {300, true},      {1, true},         {7 * 24 * 3600, true}, {60, true},
+                       {20, true},       {1, true},         {3600, true},          {1, true},
+                       {0, true},        {1, true},         {16 << 20, true},      {100, true},
+                       {64 << 10, true}, {16 << 20, true},  {16 << 20, true},      {64 << 10, true},
+                       {1000, true}};
 } // namespace idem::settings::detail
 
 namespace {
@@ -43,9 +45,9 @@ using idem::settings::COUNT;
 using idem::settings::Id;
 using idem::settings::detail::values;
 
-// What a setting's text is: a duration in seconds (with PostgreSQL's units), a Boolean, or a
-// plain count.
-enum class Kind { Duration, Boolean, Count };
+// What a setting's text is: a duration in seconds (with PostgreSQL's units), a Boolean, a
+// plain count, or a size in bytes (with PostgreSQL's units: B, kB, MB, GB).
+enum class Kind { Duration, Boolean, Count, Bytes };
 
 struct Setting {
     const char *name;
@@ -56,7 +58,22 @@ struct Setting {
     Kind kind;
     char *text;       // the setting's string variable: the value in effect as written
     GucSource source; // where the value in effect came from (the assign hook keeps it)
+    bool suset;       // superusers (and roles granted SET on it) only: PGC_SUSET
 };
+
+// The bounds of stored values (src/limits.cpp): superuser settings, so that a role that may call
+// the functions cannot lift them (only superusers, and roles granted SET on them, change them).
+Setting bound(const char *name, const char *what, const char *boot, Kind kind) {
+    return {name,
+            what,
+            "Past it the call fails with 54000 and writes nothing.",
+            boot,
+            0,
+            kind,
+            nullptr,
+            PGC_S_DEFAULT,
+            true};
+}
 
 Setting table[COUNT] = {
     {"idempotency.default_lease", "Lease given to a claim when idem_claim gets no lease argument.",
@@ -116,6 +133,28 @@ Setting table[COUNT] = {
      "descriptor copies; off: a function scan (same results). Applies to statements planned "
      "after it changes.",
      "on", 0, Kind::Boolean, nullptr, PGC_S_DEFAULT},
+    bound("idempotency.max_response_bytes",
+          "Largest resource_id, response and response_body idem_complete / idem_fail store.",
+          "16MB", Kind::Bytes),
+    bound("idempotency.max_response_headers",
+          "Most response_headers idem_complete / idem_fail store for one response.", "100",
+          Kind::Count),
+    bound("idempotency.max_response_header_bytes",
+          "Largest total of the names and values of one response's response_headers.", "64kB",
+          Kind::Bytes),
+    bound("idempotency.max_outbox_payload_bytes",
+          "Largest payload, and largest headers, of an outbox event (idem_outbox_emit).", "16MB",
+          Kind::Bytes),
+    bound("idempotency.max_inbox_payload_bytes",
+          "Largest payload of a queued inbox event (idem_inbox_receive, idem_webhook_receive).",
+          "16MB", Kind::Bytes),
+    bound("idempotency.max_error_bytes",
+          "Largest error text idem_outbox_fail / idem_inbox_fail keep as last_error.", "64kB",
+          Kind::Bytes),
+    bound("idempotency.max_outbox_keys_per_transaction",
+          "Most distinct outbox keys one transaction may emit with (each holds a lock until "
+          "the transaction ends).",
+          "1000", Kind::Count),
 };
 
 // True while _PG_init defines the settings: PostgreSQL then applies the values set before the
@@ -138,6 +177,10 @@ struct Checked {
     const char *hint; // parse_int's, for a syntax error
 };
 
+int unit_flags(Kind kind) {
+    return kind == Kind::Duration ? GUC_UNIT_S : kind == Kind::Bytes ? GUC_UNIT_BYTE : 0;
+}
+
 Checked parse(const Setting &s, const char *text) {
     Checked r{Verdict::Valid, 0, nullptr};
     if (s.kind == Kind::Boolean) {
@@ -145,8 +188,7 @@ Checked parse(const Setting &s, const char *text) {
         if (text == nullptr || !parse_bool(text, &b))
             r.verdict = Verdict::Syntax;
         r.value = b ? 1 : 0;
-    } else if (text == nullptr ||
-               !parse_int(text, &r.value, s.kind == Kind::Duration ? GUC_UNIT_S : 0, &r.hint)) {
+    } else if (text == nullptr || !parse_int(text, &r.value, unit_flags(s.kind), &r.hint)) {
         r.verdict = Verdict::Syntax; // also beyond the integer range (INT_MAX is the maximum)
     } else if (r.value < s.min) {
         r.verdict = Verdict::Range;
@@ -218,6 +260,11 @@ int errdetail_invalid(const Setting &s, const Checked &r, const char *text, GucS
     if (s.kind == Kind::Count)
         return errdetail("The value \"%s\" is not a whole number from %d to %d. It comes from %s.",
                          text, s.min, INT_MAX, from);
+    if (s.kind == Kind::Bytes)
+        return errdetail(
+            "The value \"%s\" is not a size from %d to %d bytes: a number of bytes, "
+            "or a number with a unit (\"B\", \"kB\", \"MB\", \"GB\"). It comes from %s.",
+            text, s.min, INT_MAX, from);
     if (r.verdict == Verdict::Range)
         return errdetail("The value \"%s\" is %d s, outside the valid range %d s .. %d s. It "
                          "comes from %s.",
@@ -235,6 +282,13 @@ void refuse(const Setting &s, const Checked &r) {
     GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
     if (s.kind == Kind::Boolean)
         GUC_check_errmsg("parameter \"%s\" requires a Boolean value", s.name);
+    else if (s.kind == Kind::Bytes && r.verdict == Verdict::Range)
+        GUC_check_errmsg("%d B is outside the valid range for parameter \"%s\" (%d B .. %d B)",
+                         r.value, s.name, s.min, INT_MAX);
+    else if (s.kind == Kind::Bytes && r.hint == nullptr)
+        GUC_check_errmsg("invalid value for parameter \"%s\": a size in bytes is required "
+                         "(\"65536\", \"64kB\", \"16MB\")",
+                         s.name);
     else if (s.kind == Kind::Count && r.verdict == Verdict::Range)
         GUC_check_errmsg("%d is outside the valid range for parameter \"%s\" (%d .. %d)", r.value,
                          s.name, s.min, INT_MAX);
@@ -303,17 +357,15 @@ template <int I> const char *show_hook() {
         snprintf(buf, sizeof buf, "%d", v);
         return buf;
     }
+    // The largest unit that divides the value, as PostgreSQL prints seconds and bytes.
     static const struct {
-        int seconds;
+        int size;
         const char *unit;
-    } units[] = {{86400, "d"}, {3600, "h"}, {60, "min"}, {1, "s"}};
-    if (v <= 0) {
-        snprintf(buf, sizeof buf, "%d", v);
-        return buf;
-    }
-    for (const auto &u : units)
-        if (v % u.seconds == 0) {
-            snprintf(buf, sizeof buf, "%d%s", v / u.seconds, u.unit);
+    } units[2][4] = {{{86400, "d"}, {3600, "h"}, {60, "min"}, {1, "s"}},
+                     {{1 << 30, "GB"}, {1 << 20, "MB"}, {1 << 10, "kB"}, {1, "B"}}};
+    for (const auto &u : units[s.kind == Kind::Bytes ? 1 : 0])
+        if (v % u.size == 0) {
+            snprintf(buf, sizeof buf, "%d%s", v / u.size, u.unit);
             break;
         }
     return buf;
@@ -321,8 +373,9 @@ template <int I> const char *show_hook() {
 
 template <int I> void define() {
     Setting &s = table[I];
-    DefineCustomStringVariable(s.name, s.short_desc, s.long_desc, &s.text, s.boot, PGC_USERSET, 0,
-                               check_hook<I>, assign_hook<I>, show_hook<I>);
+    DefineCustomStringVariable(s.name, s.short_desc, s.long_desc, &s.text, s.boot,
+                               s.suset ? PGC_SUSET : PGC_USERSET, 0, check_hook<I>, assign_hook<I>,
+                               show_hook<I>);
 }
 
 } // namespace
@@ -362,6 +415,13 @@ void _PG_init(void) {
         define<idem::settings::OUTBOX_DEAD_BLOCKS_KEY>();
         define<idem::settings::OUTBOX_NOTIFY>();
         define<idem::settings::CLAIM_SCAN>();
+        define<idem::settings::MAX_RESPONSE_BYTES>();
+        define<idem::settings::MAX_RESPONSE_HEADERS>();
+        define<idem::settings::MAX_RESPONSE_HEADER_BYTES>();
+        define<idem::settings::MAX_OUTBOX_PAYLOAD_BYTES>();
+        define<idem::settings::MAX_INBOX_PAYLOAD_BYTES>();
+        define<idem::settings::MAX_ERROR_BYTES>();
+        define<idem::settings::MAX_OUTBOX_KEYS_PER_TRANSACTION>();
     }
     PG_FINALLY();
     {

@@ -24,12 +24,20 @@ enum Id {
     OUTBOX_DEAD_BLOCKS_KEY,
     OUTBOX_NOTIFY,
     CLAIM_SCAN,
+    // The bounds of what callers store (superuser settings, src/limits.cpp).
+    MAX_RESPONSE_BYTES,
+    MAX_RESPONSE_HEADERS,
+    MAX_RESPONSE_HEADER_BYTES,
+    MAX_OUTBOX_PAYLOAD_BYTES,
+    MAX_INBOX_PAYLOAD_BYTES,
+    MAX_ERROR_BYTES,
+    MAX_OUTBOX_KEYS_PER_TRANSACTION,
 };
-inline constexpr int COUNT = CLAIM_SCAN + 1;
+inline constexpr int COUNT = MAX_OUTBOX_KEYS_PER_TRANSACTION + 1;
 
 namespace detail {
-// The value in effect, kept by the setting's assign hook: seconds, a count (max_attempts), or 0/1
-// for a Boolean.
+// The value in effect, kept by the setting's assign hook: seconds, a count (max_attempts), bytes,
+// or 0/1 for a Boolean.
 struct Value {
     int value;
     bool valid;
@@ -45,6 +53,12 @@ inline int get(Id id) {
     return values[id].value;
 }
 } // namespace detail
+
+// The settings' values (idempotency.default_lease, ...); a bound (MAX_RESPONSE_BYTES, ...) is
+// read with get(id) by src/limits.cpp.
+inline int get(Id id) {
+    return detail::get(id);
+}
 
 // The settings' values (idempotency.default_lease, ...). The seconds are functions so that
 // interval_arg_usec and positive_interval_arg (src/errors.hpp, src/inbox.hpp) read them only for

@@ -151,6 +151,27 @@ SELECT idem_counters_enabled() \g /dev/null
 SET idempotency.default_lease = 0;
 SELECT lease();
 SQL
+# The bounds (docs/settings.md, "Bounds") are superuser settings: a role that may not set them
+# cannot lift them before the library is loaded either (PostgreSQL drops its value, with a
+# WARNING, when the library defines the setting); a superuser's value is kept.
+psql -qX -c "DROP ROLE IF EXISTS bounds_role" -c "CREATE ROLE bounds_role LOGIN" >/dev/null || exit 1
+check "a bound SET before the load by a role that may not set it" "16MB | 1000" -U bounds_role <<'SQL'
+SET idempotency.max_response_bytes = '1GB';
+SET idempotency.max_outbox_keys_per_transaction = 1000000;
+SELECT idem_fingerprint('{}'::jsonb) \g /dev/null
+SHOW idempotency.max_response_bytes;
+SHOW idempotency.max_outbox_keys_per_transaction;
+SQL
+PGOPTIONS='-c idempotency.max_response_bytes=1GB' check "a bound in PGOPTIONS of a role that may not set it" \
+    "16MB" -U bounds_role <<'SQL'
+SELECT idem_fingerprint('{}'::jsonb) \g /dev/null
+SHOW idempotency.max_response_bytes;
+SQL
+check "a bound SET before the load by a superuser" "1GB" <<'SQL'
+SET idempotency.max_response_bytes = '1GB';
+SELECT idem_fingerprint('{}'::jsonb) \g /dev/null
+SHOW idempotency.max_response_bytes;
+SQL
 PGOPTIONS='-c idempotency.default_lease=0' check "PGOPTIONS" \
     "$R0 It comes from the connection's options (PGOPTIONS, options=-c)." <<'SQL'
 SELECT lease();
