@@ -160,6 +160,7 @@ SELECT call, answer FROM cron_answers_02 ORDER BY call;
 SELECT count(*) AS differences FROM (
     (TABLE cron_answers_02 EXCEPT TABLE cron_answers)
     UNION ALL (TABLE cron_answers EXCEPT TABLE cron_answers_02)) d;
+DROP VIEW cron_answers;
 SELECT count(*) AS differences FROM (
     (SELECT scope, key, status, fingerprint, attempt, resource_id, response, response_status,
             created_at, updated_at, lease_expires_at, expires_at FROM idempotency.records
@@ -299,7 +300,20 @@ SELECT outcome, resource_id, response FROM idem_claim('up/c', 'k05', '\x05');
 SELECT outcome, attempt FROM idem_claim('up/c', 'k07');
 
 -- 0.7 -> 0.8 (the security release, issue 28): the records answer the same after the update.
+-- idem_schedule_purge gains run_as: recreated with the EXECUTE grants it had (PUBLIC still has
+-- none) and the extension's own initial privileges only (the owner's, as a fresh install).
+GRANT EXECUTE ON FUNCTION idem_schedule_purge(text, name, integer) TO idem_upgrade_app;
 ALTER EXTENSION idempotency UPDATE TO '0.8';
+SELECT has_function_privilege('idem_upgrade_app', 'idem_schedule_purge(text,name,integer,name)', 'EXECUTE') AS app_schedule,
+       has_function_privilege('public', 'idem_schedule_purge(text,name,integer,name)', 'EXECUTE') AS public_schedule,
+       to_regprocedure('idem_schedule_purge(text,name,integer)') AS old_signature;
+SELECT cardinality(initprivs) AS init_privs, (aclexplode(initprivs)).grantee = p.proowner AS owner_only
+FROM pg_init_privs i JOIN pg_proc p ON p.oid = i.objoid
+WHERE i.objoid = 'idem_schedule_purge(text,name,integer,name)'::regprocedure;
+SELECT obj_description('idem_schedule_purge(text,name,integer,name)'::regprocedure, 'pg_proc') IS NOT NULL AS commented;
+-- the purge procedures pin their search path in every transaction (they cannot have SET)
+SELECT proname, prosrc LIKE '%pg_catalog.set_config(''search_path'', ''pg_catalog, pg_temp'', true)%' AS pins
+FROM pg_proc WHERE proname IN ('idem_purge_loop', 'idem_purge_shards') ORDER BY proname;
 SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
 SELECT outcome, resource_id, convert_from(response_body, 'UTF8') AS body FROM idem_claim('up/c', 'k06', '\x06');
 SELECT outcome, attempt FROM idem_claim('up/c', 'k08');

@@ -3,13 +3,18 @@
 #  1. in the cron database (cron.database_name = postgres) a job purging that database;
 #  2. from the cron database, a job purging another database (cron.schedule_in_database);
 # each deletes exactly the expired rows and keeps the live ones, and cron.job_run_details shows
-# a succeeded run. Also: rescheduling updates the job (never a duplicate), unscheduling removes
+# a succeeded run. The second job runs as a dedicated non-superuser purge role (run_as).
+#  3. a job for a database without the extension, where someone planted a procedure
+#     public.idem_purge_loop with the extension's signature: the run fails with 55000 and says
+#     so, and the planted procedure never runs (issue 28). Also: rescheduling updates the job (never a duplicate), unscheduling removes
 # it, and without CREATE EXTENSION pg_cron the error says what to run.
 # Needs the running test cluster (PGHOST/PGPORT/PGUSER from test/pgcluster). pg_cron 1.4 has no
 # seconds schedules, so the jobs run at the next minute boundary: takes up to ~65 s.
 set -euo pipefail
 CRON_DB=postgres
 TARGET_DB=idem_cron_target
+EMPTY_DB=idem_cron_empty
+PURGE_ROLE=idem_cron_purge
 fail() { echo "cron: FAIL: $*" >&2; exit 1; }
 q() { PGOPTIONS='-c client_min_messages=warning' psql -X -qtA -v ON_ERROR_STOP=1 -d "$1" -c "$2"; }
 
@@ -40,8 +45,19 @@ if [ "$(q $CRON_DB "SELECT count(*) FROM pg_extension WHERE extname = 'pg_cron'"
     q $CRON_DB "CREATE EXTENSION pg_cron"
 fi
 q $CRON_DB "DROP DATABASE IF EXISTS $TARGET_DB"
+q $CRON_DB "DROP DATABASE IF EXISTS $EMPTY_DB"
 q $CRON_DB "CREATE DATABASE $TARGET_DB"
+q $CRON_DB "CREATE DATABASE $EMPTY_DB"
 q $TARGET_DB "CREATE EXTENSION idempotency"
+# the purge role: LOGIN (pg_cron's worker connects as it), EXECUTE on the two purge routines only
+q $CRON_DB "DROP ROLE IF EXISTS $PURGE_ROLE; CREATE ROLE $PURGE_ROLE LOGIN"
+q $TARGET_DB "GRANT EXECUTE ON PROCEDURE idem_purge_loop(integer, interval, boolean, interval, interval, bigint) TO $PURGE_ROLE;
+              GRANT EXECUTE ON FUNCTION idem_purge_batch(text, integer, tid, boolean, interval) TO $PURGE_ROLE"
+# the planted procedure: records who ran it
+q $EMPTY_DB "CREATE TABLE planted_runs (who text); GRANT INSERT ON planted_runs TO PUBLIC;
+             CREATE PROCEDURE public.idem_purge_loop(integer, interval, boolean, interval, interval, INOUT bigint)
+             LANGUAGE plpgsql AS \$\$BEGIN INSERT INTO public.planted_runs VALUES (current_user); END\$\$;
+             GRANT EXECUTE ON PROCEDURE public.idem_purge_loop(integer, interval, boolean, interval, interval, bigint) TO PUBLIC"
 seed $CRON_DB
 seed $TARGET_DB
 
@@ -49,12 +65,15 @@ seed $TARGET_DB
 local_job=$(q $CRON_DB "SELECT idem_schedule_purge('0 0 1 1 *')")
 again=$(q $CRON_DB "SELECT idem_schedule_purge('* * * * *', batch_size => 1000)")
 [ "$local_job" = "$again" ] || fail "rescheduling created job $again next to $local_job"
-remote_job=$(q $CRON_DB "SELECT idem_schedule_purge('* * * * *', '$TARGET_DB', 1000)")
-jobs=$(q $CRON_DB "SELECT string_agg(jobname || ' ' || schedule || ' ' || database || ' ' || command, ' | '
-                   ORDER BY jobname) FROM cron.job WHERE jobname LIKE 'idempotency-purge:%'")
-expect="idempotency-purge:$TARGET_DB * * * * * $TARGET_DB CALL public.idem_purge_loop(batch_size => 1000) | idempotency-purge:postgres * * * * * postgres CALL public.idem_purge_loop(batch_size => 1000)"
+remote_job=$(q $CRON_DB "SELECT idem_schedule_purge('* * * * *', '$TARGET_DB', 1000, run_as => '$PURGE_ROLE')")
+empty_job=$(q $CRON_DB "SELECT idem_schedule_purge('* * * * *', '$EMPTY_DB', 1000)")
+# every job runs the guarded command: the extension's own procedure or nothing
+jobs=$(q $CRON_DB "SELECT string_agg(jobname || ' ' || schedule || ' ' || database || ' ' || username || ' ' ||
+                   (command LIKE 'DO \$idem_purge\$%to_regprocedure(''public.idem_purge_loop(integer,interval,boolean,interval,interval,bigint)'')%CALL public.idem_purge_loop(1000, interval %')::text,
+                   ' | ' ORDER BY jobname) FROM cron.job WHERE jobname LIKE 'idempotency-purge:%'")
+expect="idempotency-purge:$EMPTY_DB * * * * * $EMPTY_DB postgres true | idempotency-purge:$TARGET_DB * * * * * $TARGET_DB $PURGE_ROLE true | idempotency-purge:postgres * * * * * postgres postgres true"
 [ "$jobs" = "$expect" ] || fail "cron.job: $jobs"
-echo "cron: jobs $local_job ($CRON_DB) and $remote_job ($TARGET_DB) scheduled: $jobs"
+echo "cron: jobs $local_job ($CRON_DB), $remote_job ($TARGET_DB, as $PURGE_ROLE) and $empty_job ($EMPTY_DB) scheduled: $jobs"
 
 # wait for a succeeded run of each (at the next minute boundary)
 for i in $(seq 1 90); do
@@ -67,6 +86,17 @@ for i in $(seq 1 90); do
     sleep 1
 done
 [ "$done_runs" = 2 ] || fail "no succeeded run of both jobs after 90 s: $(q $CRON_DB "SELECT * FROM cron.job_run_details")"
+for i in $(seq 1 30); do
+    empty_run=$(q $CRON_DB "SELECT status || ': ' || split_part(return_message, E'\\n', 1) FROM cron.job_run_details
+                            WHERE jobid = $empty_job AND status IN ('failed', 'succeeded') LIMIT 1")
+    [ -n "$empty_run" ] && break
+    sleep 1
+done
+[ "$empty_run" = "failed: ERROR: idempotency is not installed in schema public of database $EMPTY_DB: nothing purged" ] ||
+    fail "the job of $EMPTY_DB: $empty_run"
+planted=$(q $EMPTY_DB "SELECT count(*) FROM planted_runs")
+[ "$planted" = 0 ] || fail "the planted procedure ran $planted times"
+echo "cron: $EMPTY_DB (no extension, a planted idem_purge_loop): '$empty_run', the planted procedure never ran"
 q $CRON_DB "SELECT jobid, database, command, status, return_message FROM cron.job_run_details
             WHERE jobid IN ($local_job, $remote_job) ORDER BY jobid, runid" | sed 's/^/cron: run /'
 
@@ -81,10 +111,13 @@ done
 
 # unschedule: true, then false; nothing left in cron.job
 [ "$(q $CRON_DB "SELECT idem_unschedule_purge()")" = t ] || fail "unschedule $CRON_DB"
-[ "$(q $CRON_DB "SELECT idem_unschedule_purge('$TARGET_DB')")" = t ] || fail "unschedule $TARGET_DB"
+[ "$(q $CRON_DB "SELECT idem_unschedule_purge('$TARGET_DB')")" = t ] || fail "unschedule $TARGET_DB (a job of $PURGE_ROLE)"
+[ "$(q $CRON_DB "SELECT idem_unschedule_purge('$EMPTY_DB')")" = t ] || fail "unschedule $EMPTY_DB"
 [ "$(q $CRON_DB "SELECT idem_unschedule_purge()")" = f ] || fail "second unschedule"
 [ "$(q $CRON_DB "SELECT count(*) FROM cron.job WHERE jobname LIKE 'idempotency-purge:%'")" = 0 ] ||
     fail "jobs left in cron.job"
 q $CRON_DB "DROP DATABASE $TARGET_DB WITH (FORCE)"
+q $CRON_DB "DROP DATABASE $EMPTY_DB WITH (FORCE)"
+q $CRON_DB "DROP ROLE $PURGE_ROLE"
 q $CRON_DB "DROP EXTENSION idempotency"
 echo "cron: ok"
