@@ -28,7 +28,7 @@ SELECT public.attack_run('idem_fail IK003', $$SELECT idem_fail('@T@', 'k2', 2)$$
 SELECT public.attack_run('idem_claim short lease', $$SELECT outcome FROM idem_claim('@T@', 'k3', NULL, '1 millisecond', '1 hour')$$, 'claimed');
 SELECT public.attack_run('idem_claim short ttl', $$SELECT outcome FROM idem_claim('@T@', 'k4', NULL, '1 millisecond', '2 milliseconds')$$, 'claimed');
 SELECT public.attack_run('idem_complete k4', $$SELECT idem_complete('@T@', 'k4', 1, 'r4')$$, 'true');
-SELECT public.attack_run('pg_sleep', $$SELECT pg_catalog.pg_sleep(0.05)::pg_catalog.text$$, '');
+SELECT public.attack_run('pg_sleep', $$SELECT 'slept' FROM pg_catalog.pg_sleep(0.05)$$, 'slept');
 SELECT public.attack_run('idem_stuck', $$SELECT pg_catalog.string_agg(s.key, ',') FROM idem_stuck() s WHERE s.scope OPERATOR(pg_catalog.=) '@T@'$$, 'k3', 'idem_claim');
 SELECT public.attack_run('idem_claim reclaimed', $$SELECT pg_catalog.concat_ws(' ', outcome, attempt) FROM idem_claim('@T@', 'k3')$$, 'reclaimed 2');
 SELECT public.attack_run('idem_complete fenced', $$SELECT idem_complete('@T@', 'k3', 1, 'r3')$$, 'ERROR IK002');

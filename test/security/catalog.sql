@@ -16,7 +16,7 @@ JOIN pg_catalog.pg_language l ON l.oid OPERATOR(pg_catalog.=) p.prolang
 WHERE l.lanname OPERATOR(pg_catalog.<>) 'c'
   AND NOT COALESCE(p.proconfig, '{}') OPERATOR(pg_catalog.@>) ARRAY['search_path=pg_catalog, pg_temp']
   AND NOT (p.prokind OPERATOR(pg_catalog.=) 'p'
-           AND p.prosrc OPERATOR(pg_catalog.~) '^\s*(DECLARE.*?)?BEGIN\s+PERFORM\s+pg_catalog\.set_config\(''search_path'', ''pg_catalog, pg_temp'', true\);'
+           AND p.prosrc OPERATOR(pg_catalog.~) '^\s*(DECLARE.*?)?BEGIN\s+(--[^\n]*\n\s*)*PERFORM\s+pg_catalog\.set_config\(''search_path'', ''pg_catalog, pg_temp'', true\);'
            AND p.prosrc OPERATOR(pg_catalog.~*) '\mCOMMIT\M')
 ORDER BY 1;
 SELECT 'catalog-checked', pg_catalog.count(*)

@@ -25,7 +25,6 @@ GRANT EXECUTE ON FUNCTION idem_stuck(interval) TO sec_reconciler;
 GRANT EXECUTE ON FUNCTION
     idem_purge(integer, integer, boolean, interval),
     idem_purge_batch(text, integer, tid, boolean, interval),
-    idem_schedule_purge(text, name, integer),
     idem_unschedule_purge(name),
     idem_outbox_requeue(uuid, text)
 TO sec_idempotency_ops;
@@ -37,6 +36,10 @@ DO $$
 DECLARE
     p regprocedure;
 BEGIN
+    -- idem_schedule_purge(text, name, integer), 0.8: (text, name, integer, name)
+    FOR p IN SELECT oid::regprocedure FROM pg_proc WHERE proname = 'idem_schedule_purge' LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO sec_idempotency_ops', p);
+    END LOOP;
     FOR p IN SELECT d.objid::regprocedure FROM pg_depend d
              WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
                AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idempotency')

@@ -6,7 +6,7 @@ SET search_path = pg_catalog, pg_temp;
 \pset fieldsep ' | '
 SELECT 'CROSSED: decoy "' OPERATOR(pg_catalog.||) l.decoy OPERATOR(pg_catalog.||) '" planted by ' OPERATOR(pg_catalog.||) l.planter
        OPERATOR(pg_catalog.||) ' ran as ' OPERATOR(pg_catalog.||) l.ran_as OPERATOR(pg_catalog.||) ' (session ' OPERATOR(pg_catalog.||) l.session_as
-       OPERATOR(pg_catalog.||) ') in entry point ' OPERATOR(pg_catalog.||) COALESCE(NULLIF(l.call, ''), '(none: outside a call)')
+       OPERATOR(pg_catalog.||) ') in entry point ' OPERATOR(pg_catalog.||) COALESCE(NULLIF(l.call, ''), '(none: the pg_cron job, or outside a call)')
        OPERATOR(pg_catalog.||) ': ' OPERATOR(pg_catalog.||) pg_catalog.count(*) OPERATOR(pg_catalog.||) ' time(s)'
 FROM public.attack_log l WHERE l.ran_as OPERATOR(pg_catalog.<>) l.planter
 GROUP BY l.decoy, l.planter, l.ran_as, l.session_as, l.call ORDER BY 1;

@@ -53,7 +53,8 @@ $$;
 CREATE OR REPLACE FUNCTION public.attack_reachable(what pg_catalog.text)
 RETURNS pg_catalog.bool LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE WHEN pg_catalog.strpos(what, '.') OPERATOR(pg_catalog.>) 0
-                THEN pg_catalog.has_table_privilege(what, 'SELECT')
+                THEN pg_catalog.has_schema_privilege(pg_catalog.split_part(what, '.', 1), 'USAGE')
+                     AND pg_catalog.has_table_privilege(what, 'SELECT')
                 ELSE EXISTS (SELECT FROM pg_catalog.pg_proc p
                              WHERE p.proname OPERATOR(pg_catalog.=) what
                                AND pg_catalog.has_function_privilege(p.oid, 'EXECUTE'))
