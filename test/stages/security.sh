@@ -16,7 +16,8 @@
 #  - database idem_security_owned, owned by sec_dbowner (no superuser), who plants schema evil and
 #    sets ALTER DATABASE ... SET search_path = evil, pg_catalog, public: the superuser runs the
 #    battery there, CALLs idem_purge_loop in a fresh session as pg_cron would, and (when the
-#    cluster has pg_cron) a real pg_cron job purges it
+#    cluster has pg_cron) real pg_cron jobs purge it: the CALL that jobs scheduled by 0.7 and
+#    before run, and the job idem_schedule_purge makes (in the cron database, postgres)
 # SECURITY_PARTS (default "lint catalog attack") picks the parts. Needs the running test cluster
 # (PGHOST/PGPORT/PGUSER, a superuser). Takes about a minute (the pg_cron job runs at the next
 # minute boundary).
@@ -52,7 +53,8 @@ if [ "$(sq -d postgres -tAc "SELECT count(*) FROM pg_available_extensions WHERE 
     cron=1
     sq -d postgres -c "CREATE EXTENSION IF NOT EXISTS pg_cron" >/dev/null 2>&1 || cron=0
 fi
-[ $cron = 1 ] && sq -d postgres -tAc "SELECT count(cron.unschedule(jobid)) FROM cron.job WHERE jobname = 'idem-security-purge'" >/dev/null
+[ $cron = 1 ] && sq -d postgres -tAc "SELECT count(cron.unschedule(jobid)) FROM cron.job
+                                      WHERE jobname IN ('idem-security-purge', 'idempotency-purge:$OWNED')" >/dev/null
 sq -d postgres -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "DROP DATABASE IF EXISTS $OWNED WITH (FORCE)" || exit 1
 sq -d postgres -f test/security/roles.sql || exit 1
 sq -d postgres -c "CREATE DATABASE $DB" -c "CREATE DATABASE $OWNED OWNER sec_dbowner" || exit 1
@@ -80,12 +82,22 @@ psql -X -q -v ON_ERROR_STOP=1 -U sec_dbowner -d $OWNED -c "CREATE SCHEMA evil" -
     -f test/security/plant_schema.sql -c "ALTER DATABASE $OWNED SET search_path = evil, pg_catalog, public" \
     >>"$LOGS/plant" 2>&1 || { cat "$LOGS/plant" >&2; bad "planting the database owner's decoys"; }
 
-# a real pg_cron job purging the owner's database as the superuser (runs at the next minute)
-job=""
+# real pg_cron jobs purging the owner's database as the superuser (they run at the next minute):
+# the command pg_cron jobs of 0.7 and before run, and the job idem_schedule_purge makes now
+jobs=""
+ext_created=0
 if [ $cron = 1 ]; then
-    job=$(sq -d postgres -tAc "SELECT cron.schedule_in_database('idem-security-purge', '* * * * *',
+    jobs=$(sq -d postgres -tAc "SELECT cron.schedule_in_database('idem-security-purge', '* * * * *',
             'CALL public.idem_purge_loop(batch_size => 1000)', '$OWNED')") || bad "scheduling the pg_cron job"
-    say "pg_cron job $job: CALL public.idem_purge_loop(batch_size => 1000) in $OWNED as $SUPER, every minute"
+    if [ "$(sq -d postgres -tAc "SELECT count(*) FROM pg_extension WHERE extname = 'idempotency'")" = 0 ]; then
+        sq -d postgres -c "CREATE EXTENSION idempotency" >/dev/null && ext_created=1
+    fi
+    job2=$(sq -d postgres -tAc "SELECT idem_schedule_purge('* * * * *', '$OWNED', 1000)") ||
+        bad "idem_schedule_purge('* * * * *', '$OWNED', 1000) in the cron database"
+    jobs="$jobs${job2:+,$job2}"
+    sq -d postgres -tAc "SELECT 'pg_cron job ' || jobid || ' as ' || username || ' in ' || database || ': ' ||
+                                left(regexp_replace(command, '\s+', ' ', 'g'), 120)
+                         FROM cron.job WHERE jobid IN ($jobs) ORDER BY jobid" | sed 's/^/security: /'
 fi
 
 # --- the batteries -------------------------------------------------------------------------------
@@ -116,19 +128,22 @@ PGOPTIONS='-c attack.call=CALL_idem_purge_loop_as_pg_cron' psql -X -q -U "$SUPER
     -c "CALL public.idem_purge_loop(batch_size => 1000)" >"$LOGS/cron-like.out" 2>&1 ||
     { cat "$LOGS/cron-like.out" >&2; bad "the superuser's CALL public.idem_purge_loop(batch_size => 1000) in $OWNED failed"; }
 
-if [ -n "$job" ]; then
+if [ -n "$jobs" ]; then
+    n_jobs=$(tr ',' '\n' <<<"$jobs" | grep -c .)
     for i in $(seq 1 75); do
-        status=$(sq -d postgres -tAc "SELECT string_agg(status || ': ' || coalesce(return_message, ''), '; ')
-                                     FROM cron.job_run_details WHERE jobid = $job AND status IN ('succeeded', 'failed')")
-        [ -n "$status" ] && break
+        ran=$(sq -d postgres -tAc "SELECT count(DISTINCT jobid) FROM cron.job_run_details
+                                  WHERE jobid IN ($jobs) AND status IN ('succeeded', 'failed')")
+        [ "$ran" = "$n_jobs" ] && break
         sleep 1
     done
-    sq -d postgres -tAc "SELECT cron.unschedule($job)" >/dev/null
-    if [ -z "$status" ]; then
-        bad "the pg_cron job $job did not run within 75 s"
-    else
-        say "pg_cron job $job ran: $status"
-    fi
+    sq -d postgres -tAc "SELECT DISTINCT ON (jobid) 'pg_cron job ' || jobid || ' ran: ' || status || ': ' ||
+                                coalesce(return_message, '')
+                         FROM cron.job_run_details WHERE jobid IN ($jobs) ORDER BY jobid, runid" | sed 's/^/security: /'
+    sq -d postgres -tAc "SELECT count(cron.unschedule(jobid)) FROM cron.job WHERE jobid IN ($jobs)" >/dev/null
+    [ $ext_created = 1 ] && sq -d postgres -c "DROP EXTENSION idempotency" >/dev/null
+    [ "$ran" = "$n_jobs" ] || bad "only $ran of the $n_jobs pg_cron jobs ran within 75 s"
+    failed_runs=$(sq -d postgres -tAc "SELECT count(*) FROM cron.job_run_details WHERE jobid IN ($jobs) AND status = 'failed'")
+    [ "$failed_runs" = 0 ] || bad "$failed_runs pg_cron run(s) failed (above)"
 fi
 
 # --- the verdict -----------------------------------------------------------------------------------
