@@ -4,6 +4,10 @@
 #   bench/instructions.sh [SCRIPT...]   default: claim_replay select_replay claim_new insert_new
 #                                       (SCRIPT_fscan: SCRIPT with idempotency.claim_scan = off)
 #                                       env: IDEM_BENCH_PGPORT (54396), OUT
+#   TENANT=1 BINDINGS=N bench/instructions.sh claim_replay claim_new
+#                                       the statements as a member of role idem_bench_tenant
+#                                       (not a superuser), with N scope bindings (docs/tenants.md):
+#                                       'bench' bound to that role, N - 1 other prefixes to another
 #   bench/instructions.sh inbox_receive inbox_receive_queued processed_event
 #                                       (bench/inbox.sh's statements, on inbox_setup.sql; not
 #                                       mixed with the others in one call)
@@ -30,6 +34,21 @@ case " $SCRIPTS " in
 *) setup=setup.sql ;;
 esac
 psql -Xq -v ON_ERROR_STOP=1 -d bench -f $B/$setup
+role_opt=""
+if [ "${TENANT:-0}" = 1 ]; then
+    psql -Xq -v ON_ERROR_STOP=1 -d bench <<'SQL'
+DROP ROLE IF EXISTS idem_bench_tenant;
+DROP ROLE IF EXISTS idem_bench_other;
+CREATE ROLE idem_bench_tenant NOLOGIN;
+CREATE ROLE idem_bench_other NOLOGIN;
+GRANT EXECUTE ON FUNCTION idem_claim(text, text, bytea, interval, interval, boolean) TO idem_bench_tenant;
+SQL
+    psql -Xq -v ON_ERROR_STOP=1 -d bench -v n="${BINDINGS:-0}" <<'SQL'
+SELECT idem_bind('scope', 'bench', 'idem_bench_tenant') WHERE :n > 0;
+SELECT idem_bind('scope', 'tenant:' || i || '/', 'idem_bench_other') FROM generate_series(2, :n) i;
+SQL
+    role_opt="-c role=idem_bench_tenant"
+fi
 as_pg=""
 [ "$(id -u)" = 0 ] && { as_pg="runuser -u postgres --"; chown postgres "$OUT"; }
 bin=$(pg_config --bindir)
@@ -43,7 +62,7 @@ total() {
     callgrind_annotate "$1" | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
 }
 
-echo "# $(date -u +%FT%TZ) $(pg_config --version); $(bench_build)" | tee "$OUT/instructions.txt"
+echo "# $(date -u +%FT%TZ) $(pg_config --version); $(bench_build); TENANT=${TENANT:-0} BINDINGS=${BINDINGS:-0}" | tee "$OUT/instructions.txt"
 for s in $SCRIPTS; do
     for n in 1000 3000; do
         case $s in
@@ -57,7 +76,7 @@ for s in $SCRIPTS; do
         esac
         opt=""
         [ "${s%_fscan}" != "$s" ] && opt="-c idempotency.claim_scan=off"
-        PGOPTIONS="-c synchronous_commit=off $opt" pgbench -n -M prepared -c 1 -t $n -f "$B/${s%_fscan}.sql" \
+        PGOPTIONS="-c synchronous_commit=off $opt $role_opt" pgbench -n -M prepared -c 1 -t $n -f "$B/${s%_fscan}.sql" \
             bench >"$OUT/$s.$n.out" 2>&1 &
         pgb=$!
         pid=""

@@ -16,6 +16,7 @@
 #include "errors.hpp"
 #include "operations.hpp"
 #include "settings.hpp"
+#include "tenants.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -400,6 +401,7 @@ const char *receive(const ReceiveArgs *a) {
 IDEM_PG_FUNCTION(idem_inbox_receive) {
     require_arg(fcinfo, 0, "consumer");
     require_arg(fcinfo, 1, "event_id");
+    idem::pg::tenants::check(idem::pg::tenants::CONSUMER, PG_GETARG_DATUM(0));
     ReceiveArgs a{};
     a.consumer = PG_GETARG_DATUM(0);
     a.event_id = PG_GETARG_DATUM(1);

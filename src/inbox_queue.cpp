@@ -5,6 +5,7 @@
 #include "leased_queue.hpp"
 #include "operations.hpp"
 #include "settings.hpp"
+#include "tenants.hpp"
 
 extern "C" {
 #include "funcapi.h"
@@ -115,6 +116,7 @@ void consumer_event_args(FunctionCallInfo fcinfo, Datum *consumer, Datum *event_
     require_arg(fcinfo, 1, "event_id");
     *consumer = checked_varlena(PG_GETARG_DATUM(0), "consumer", MAX_CONSUMER, false);
     *event_id = checked_varlena(PG_GETARG_DATUM(1), "event_id", MAX_EVENT_ID, false);
+    idem::pg::tenants::check(idem::pg::tenants::CONSUMER, *consumer);
 }
 
 // The name of a status from its first letter (status_char).
@@ -157,6 +159,7 @@ const char *status_name(char c) {
 IDEM_PG_FUNCTION(idem_inbox_next) {
     require_arg(fcinfo, 0, "consumer");
     Datum consumer = checked_varlena(PG_GETARG_DATUM(0), "consumer", MAX_CONSUMER, false);
+    idem::pg::tenants::check(idem::pg::tenants::CONSUMER, consumer);
     int32 batch = idem::pg::queue::batch_arg(fcinfo, 1, 10);
     int64 lease_us = positive_interval_arg(fcinfo, 2, idem::settings::inbox_lease_s, "lease",
                                            "idempotency.inbox_lease");

@@ -13,6 +13,7 @@
 #include "outbox.hpp"
 #include "operations.hpp"
 #include "settings.hpp"
+#include "tenants.hpp"
 #include "utilities.hpp"
 
 extern "C" {
@@ -136,6 +137,7 @@ enum class Body { Json, Text, Bytes };
 // or the kept event's of the same (topic, dedup_key). A text payload is parsed as JSON (22P02).
 Datum emit(FunctionCallInfo fcinfo, Body body) {
     Emit e = emit_args(fcinfo);
+    tenants::check(tenants::TOPIC, e.topic); // 42501 for another tenant's topic
     bool bytes = body == Body::Bytes;
     if (body == Body::Text)
         e.payload = DirectFunctionCall1(jsonb_in, CStringGetDatum(TextDatumGetCString(e.payload)));

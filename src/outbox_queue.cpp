@@ -13,6 +13,7 @@
 #include "operations.hpp"
 #include "outbox.hpp"
 #include "settings.hpp"
+#include "tenants.hpp"
 
 extern "C" {
 #include "funcapi.h"
@@ -167,6 +168,7 @@ Row get_row(Datum id, bool has_topic, Datum topic) {
 IDEM_PG_FUNCTION(idem_outbox_next) {
     require_arg(fcinfo, 0, "topic");
     Datum topic = checked_varlena(PG_GETARG_DATUM(0), "topic", MAX_TOPIC, false);
+    idem::pg::tenants::check(idem::pg::tenants::TOPIC, topic);
     int32 batch = queue::batch_arg(fcinfo, 1, 100);
     int64 lease_us = inbox::positive_interval_arg(fcinfo, 2, idem::settings::outbox_lease_s,
                                                   "lease", "idempotency.outbox_lease");
@@ -200,6 +202,7 @@ IDEM_PG_FUNCTION(idem_outbox_done) {
     int32 attempt = queue::attempt_arg(fcinfo, 1, NAMES);
     Datum topic = (Datum)0;
     bool has_topic = topic_arg(fcinfo, 2, &topic);
+    idem::pg::tenants::check_event(id, has_topic, topic);
     TimestampTz now = GetCurrentTimestamp();
     int64 ttl_us = static_cast<int64>(idem::settings::outbox_ttl_s()) * USECS_PER_SEC;
     TimestampTz expires = inbox::add_usec(now, ttl_us);
@@ -228,6 +231,7 @@ IDEM_PG_FUNCTION(idem_outbox_fail) {
     Datum err = err_null ? (Datum)0 : PG_GETARG_DATUM(3);
     Datum topic = (Datum)0;
     bool has_topic = topic_arg(fcinfo, 4, &topic);
+    idem::pg::tenants::check_event(id, has_topic, topic);
     int32 max_attempts = queue::max_attempts_arg(fcinfo, -1);
     TimestampTz now = GetCurrentTimestamp();
 
@@ -263,6 +267,7 @@ IDEM_PG_FUNCTION(idem_outbox_requeue) {
     Datum id = PG_GETARG_DATUM(0);
     Datum topic = (Datum)0;
     bool has_topic = topic_arg(fcinfo, 1, &topic);
+    idem::pg::tenants::check_event(id, has_topic, topic);
     TimestampTz now = GetCurrentTimestamp();
 
     SavedUser su;

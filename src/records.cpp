@@ -7,6 +7,7 @@
 #include "http_fields.hpp"
 #include "operations.hpp"
 #include "settings.hpp"
+#include "tenants.hpp"
 
 extern "C" {
 #include "funcapi.h"
@@ -44,6 +45,7 @@ void scope_key_args(FunctionCallInfo fcinfo, Datum *scope, Datum *key) {
     });
     *scope = PointerGetDatum(s);
     *key = PointerGetDatum(k);
+    tenants::check(tenants::SCOPE, *scope); // 42501 for another tenant's scope (docs/tenants.md)
 }
 
 int32 attempt_arg(FunctionCallInfo fcinfo, int argno) {

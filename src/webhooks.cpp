@@ -14,6 +14,7 @@
 #include "errors.hpp"
 #include "inbox.hpp"
 #include "settings.hpp"
+#include "tenants.hpp"
 #include "crypto.hpp"
 #include "lease.hpp"
 #include "webhooks.hpp"
@@ -282,6 +283,7 @@ void receive_input(FunctionCallInfo fcinfo, Secrets *secrets, VerifyInput *in) {
                  errdetail("consumer has %zu bytes; it must have 1 to %zu.", consumer.len,
                            idem::pg::inbox::MAX_CONSUMER),
                  errhint("%s", consumer_hint)));
+    idem::pg::tenants::check(idem::pg::tenants::CONSUMER, PG_GETARG_DATUM(A_CONSUMER));
     require_arg(fcinfo, A_SCHEME, "scheme", "Use 'standard' (Standard Webhooks) or 'stripe'.");
     char *scheme = TextDatumGetCString(PG_GETARG_DATUM(A_SCHEME));
     bool stripe = strcmp(scheme, "stripe") == 0;

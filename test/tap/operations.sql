@@ -13,12 +13,14 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS idempotency CASCADE;
 CREATE EXTENSION idempotency;
 
-SELECT plan(51);
+SELECT plan(58);
 
 -- Schema and storage -------------------------------------------------------------------------
 SELECT has_schema('idempotency');
 SELECT has_table('idempotency', 'records', 'records table');
 SELECT has_table('idempotency', 'inbox', 'inbox table');
+SELECT has_table('idempotency', 'bindings', 'bindings table (tenants)');
+SELECT has_view('public', 'idem_bindings', 'idem_bindings view');
 SELECT has_view('public', 'idem_stats', 'idem_stats view');
 SELECT has_view('public', 'idem_inbox_stats', 'idem_inbox_stats view');
 SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'idempotency'), '0.8', 'version 0.8');
@@ -28,7 +30,7 @@ SELECT schema_privs_are('idempotency', 'public', ARRAY[]::text[], 'PUBLIC: no ri
 SELECT table_privs_are('idempotency', t.relname::name, 'public', ARRAY[]::text[],
                        'PUBLIC: no rights on idempotency.' || t.relname)
 FROM pg_class t JOIN pg_namespace n ON n.oid = t.relnamespace
-WHERE n.nspname = 'idempotency' AND t.relkind IN ('r', 'p') AND t.relname IN ('records', 'inbox', 'inbox_entities')
+WHERE n.nspname = 'idempotency' AND t.relkind IN ('r', 'p') AND t.relname IN ('records', 'inbox', 'inbox_entities', 'bindings')
 ORDER BY t.relname;
 SELECT is_empty($$
     SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -41,12 +43,13 @@ SELECT table_privs_are('public', 'idem_stats', 'pg_monitor', ARRAY['SELECT'], 'p
 SELECT table_privs_are('public', 'idem_inbox_stats', 'pg_monitor', ARRAY['SELECT'], 'pg_monitor reads idem_inbox_stats');
 SELECT table_privs_are('public', 'idem_outbox_stats', 'pg_monitor', ARRAY['SELECT'], 'pg_monitor reads idem_outbox_stats');
 SELECT table_privs_are('public', 'idem_outbox_stats', 'public', ARRAY[]::text[], 'PUBLIC cannot read idem_outbox_stats');
+SELECT table_privs_are('public', 'idem_bindings', 'public', ARRAY[]::text[], 'PUBLIC cannot read idem_bindings');
 
 -- Registered for pg_dump ---------------------------------------------------------------------------
 SELECT set_eq($$SELECT unnest(extconfig)::regclass::text FROM pg_extension WHERE extname = 'idempotency'$$,
               ARRAY['idempotency.records', 'idempotency.inbox', 'idempotency.inbox_entities',
-                    'idempotency.outbox', 'idempotency.outbox_seq'],
-              'records, inbox and outbox tables (and the outbox sequence) are dumped by pg_dump');
+                    'idempotency.outbox', 'idempotency.outbox_seq', 'idempotency.bindings'],
+              'records, inbox, outbox and bindings tables (and the outbox sequence) are dumped by pg_dump');
 
 -- Function signatures ----------------------------------------------------------------------------
 SELECT function_returns('idem_claim', ARRAY['text', 'text', 'bytea', 'interval', 'interval', 'boolean'], 'idem_claim_result');
@@ -60,6 +63,8 @@ SELECT function_returns('idem_inbox_receive', ARRAY['text', 'text', 'bytea', 'bo
 SELECT function_returns('idem_counters', ARRAY[]::text[], 'setof record');
 SELECT function_returns('idem_counters_enabled', ARRAY[]::text[], 'boolean');
 SELECT function_returns('idem_stats_reset', ARRAY[]::text[], 'timestamp with time zone');
+SELECT function_returns('idem_bind', ARRAY['text', 'text', 'regrole'], 'boolean');
+SELECT function_returns('idem_unbind', ARRAY['text', 'text'], 'boolean');
 
 -- Every routine and view of the extension has a comment ---------------------------------------------
 SELECT is_empty($$
@@ -149,6 +154,7 @@ SELECT throws_ok($$SELECT * FROM idempotency.inbox$$, '42501', NULL, 'app role c
 SELECT throws_ok($$SELECT * FROM idem_stats$$, '42501', NULL, 'app role cannot read idem_stats');
 SELECT throws_ok($$SELECT idem_stats_reset()$$, '42501', NULL, 'app role cannot reset the counters');
 SELECT throws_ok($$SELECT idem_purge()$$, '42501', NULL, 'app role cannot purge');
+SELECT throws_ok($$SELECT idem_bind('scope', 'tap/', 'idem_tap_app')$$, '42501', NULL, 'app role cannot bind');
 RESET ROLE;
 -- a role without the grant cannot claim
 CREATE ROLE idem_tap_stranger NOLOGIN;
