@@ -118,6 +118,11 @@ SELECT public.attack_run('idem_outbox_stats', $$SELECT pg_catalog.count(*) OPERA
 SELECT public.attack_run('idem_counters', $$SELECT pg_catalog.count(*) OPERATOR(pg_catalog.>) 0 FROM idem_counters()$$, 'true');
 SELECT public.attack_run('idem_stats_reset', $$SELECT idem_stats_reset() IS NOT NULL$$, 'true');
 SELECT public.attack_run('idem_counters_enabled', $$SELECT idem_counters_enabled()$$, 'true');
+-- tenants (0.8): binding needs the owner's rights on idempotency.bindings (42501 for others)
+SELECT public.attack_run('idem_bind', $$SELECT idem_bind('scope', '@T@/bound/', pg_catalog.to_regrole(current_user))$$, 'true|ERROR 42501');
+SELECT public.attack_run('idem_bindings', $$SELECT pg_catalog.count(*) OPERATOR(pg_catalog.>) 0 FROM public.idem_bindings$$, 'true');
+SELECT public.attack_run('idem_claim bound scope', $$SELECT outcome FROM idem_claim('@T@/bound/1', 'k1')$$, 'claimed');
+SELECT public.attack_run('idem_unbind', $$SELECT idem_unbind('scope', '@T@/bound/')$$, 'true|ERROR 42501');
 -- the procedure commits: not inside attack_run's exception block
 SELECT pg_catalog.set_config('attack.call', 'idem_purge_loop', false) \g /dev/null
 CALL idem_purge_loop(max_duration => '1 minute');

@@ -55,3 +55,25 @@ CREATE SCHEMA sec_reconciler AUTHORIZATION sec_reconciler;
 CREATE SCHEMA sec_ops_login AUTHORIZATION sec_ops_login;
 CREATE SCHEMA sec_monitoring AUTHORIZATION sec_monitoring;
 CREATE SCHEMA sec_all_exec AUTHORIZATION sec_all_exec;
+-- 0.8 (tenants, docs/tenants.md): each role's names are bound to it, so that every call also goes
+-- through a matching binding (the battery's scopes, consumers and topics start with its tag)
+DO $$
+DECLARE
+    r text;
+    k text;
+BEGIN
+    IF pg_catalog.to_regprocedure('idem_bind(text, text, regrole)') IS NULL THEN
+        RETURN;
+    END IF;
+    FOR r IN SELECT unnest(ARRAY['sec_payments_service', 'sec_reconciler', 'sec_ops_login', 'sec_monitoring',
+                                 'sec_all_exec', 'sec_dbowner'])
+    LOOP
+        FOREACH k IN ARRAY ARRAY['scope', 'consumer', 'topic'] LOOP
+            PERFORM idem_bind(k, r || '/', r::regrole);
+        END LOOP;
+    END LOOP;
+    FOREACH k IN ARRAY ARRAY['scope', 'consumer', 'topic'] LOOP
+        PERFORM idem_bind(k, 'superuser/', current_user::text::regrole);
+    END LOOP;
+END
+$$;
