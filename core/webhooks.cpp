@@ -69,26 +69,94 @@ bool timestamp_fresh(int64_t ts_seconds, const Clock &clock) {
     return diff <= clock.tolerance_usec;
 }
 
-// Compares every candidate against every expected MAC in constant time, without an early
-// exit: the time depends only on the numbers of candidates and secrets. A candidate that could
-// not be decoded to 32 bytes is compared as zeros and cannot match.
-struct Candidate {
-    std::string bytes;
-    bool usable;
-};
+// A candidate signature, decoded: only one of 32 bytes can match and is kept.
+using Candidates = std::vector<std::string>;
 
-bool any_match(const std::vector<Candidate> &candidates, const std::vector<Digest> &expected) {
-    static const std::string zeros(mac_bytes, '\0');
+// Compares every candidate against every expected MAC in constant time, without an early
+// exit: the time depends only on the numbers of candidates and secrets.
+bool any_match(const Candidates &candidates, const std::vector<Digest> &expected) {
     unsigned ok = 0;
-    for (const Candidate &c : candidates) {
-        std::string_view given = c.usable ? std::string_view(c.bytes) : std::string_view(zeros);
+    for (const std::string &given : candidates)
         for (const Digest &d : expected) {
             std::string_view want(reinterpret_cast<const char *>(d.data()), d.size());
-            unsigned eq = constant_time_equal(given, want) ? 1u : 0u;
-            ok |= eq & (c.usable ? 1u : 0u);
+            ok |= constant_time_equal(given, want) ? 1u : 0u;
         }
-    }
     return ok != 0;
+}
+
+// The verdict once the headers have been read: the checks that need no HMAC (a usable
+// candidate, a fresh timestamp, a usable event id), then one HMAC of content per key.
+template <typename Content>
+Verdict decide(const std::vector<std::string_view> &keys, const Candidates &candidates, int64_t ts,
+               const Clock &clock, const Checks &checks, Content content) {
+    if (candidates.empty())
+        return Verdict::InvalidSignature; // nothing that could match: no HMAC
+    if (!timestamp_fresh(ts, clock))
+        return Verdict::StaleTimestamp;
+    if (!checks.event_id_usable)
+        return Verdict::InvalidEventId;
+    const std::string message = content();
+    std::vector<Digest> expected;
+    expected.reserve(keys.size());
+    for (std::string_view key : keys)
+        expected.push_back(checks.hmac(key, message));
+    return any_match(candidates, expected) ? Verdict::Valid : Verdict::InvalidSignature;
+}
+
+// The v1 candidates of a webhook-signature header (space-separated "version,signature"
+// entries); false for a malformed header (an entry without a comma).
+bool standard_candidates(std::string_view header, Candidates &out) {
+    std::string_view rest = trim_http_whitespace(header);
+    while (!rest.empty()) {
+        size_t sp = rest.find(' ');
+        std::string_view token = rest.substr(0, sp);
+        rest = sp == std::string_view::npos ? std::string_view() : rest.substr(sp + 1);
+        if (token.empty())
+            continue;
+        size_t comma = token.find(',');
+        if (comma == std::string_view::npos)
+            return false; // not "<version>,<signature>": malformed header
+        if (token.substr(0, comma) != "v1")
+            continue; // another scheme (e.g. v1a, asymmetric): not ours to check
+        std::string_view sig = token.substr(comma + 1);
+        // Only the canonical base64 of 32 bytes: a last digit with its unused bits set decodes
+        // to the same MAC, which the libraries (comparing text) refuse.
+        std::string bytes;
+        if (sig.size() <= max_candidate_chars && base64_decode(sig, bytes) &&
+            bytes.size() == mac_bytes && base64_encode(bytes) == sig)
+            out.push_back(std::move(bytes));
+    }
+    return true;
+}
+
+// The t= text and the v1= candidates of a Stripe-Signature header; false for a malformed
+// header (an item without '=', no t= or two).
+bool stripe_items(std::string_view header, std::string_view &t_text, Candidates &out) {
+    bool have_t = false;
+    std::string_view rest = header;
+    while (true) {
+        size_t comma = rest.find(',');
+        std::string_view item = trim_http_whitespace(rest.substr(0, comma));
+        size_t eq = item.find('=');
+        if (eq == std::string_view::npos)
+            return false; // not "<key>=<value>": malformed header
+        std::string_view key = item.substr(0, eq);
+        std::string_view value = item.substr(eq + 1);
+        if (key == "t") {
+            if (have_t)
+                return false; // two timestamps: which one was signed?
+            have_t = true;
+            t_text = value;
+        } else if (key == "v1") {
+            std::string bytes;
+            if (value.size() <= max_candidate_chars && hex_decode(value, bytes) &&
+                bytes.size() == mac_bytes)
+                out.push_back(std::move(bytes));
+        }
+        if (comma == std::string_view::npos)
+            return have_t;
+        rest = rest.substr(comma + 1);
+    }
 }
 
 std::string signed_standard_content(std::string_view msg_id, std::string_view timestamp,
@@ -230,14 +298,17 @@ const char *verdict_name(Verdict v) noexcept {
         return "invalid_signature";
     case Verdict::StaleTimestamp:
         return "stale_timestamp";
+    case Verdict::InvalidEventId:
+        return "invalid_event_id";
     }
     return "invalid_signature";
 }
 
-// Standard Webhooks verification: the receiver's secrets, then every v1 candidate against every
-// secret, then the clock. A missing or malformed sender field is an invalid signature.
+// Standard Webhooks verification: the receiver's secrets, then the sender's fields, the v1
+// candidates and the clock, then one HMAC per secret. A missing or malformed sender field is an
+// invalid signature.
 Verdict verify_standard(const std::vector<std::string_view> &secrets, Field msg_id, Field timestamp,
-                        Field payload, Field signature_header, Clock clock) {
+                        Field payload, Field signature_header, Clock clock, Checks checks) {
     check_secrets(secrets);
     check_clock(clock);
     // The receiver's own secrets first: a misconfigured one is an error whatever the sender sent.
@@ -247,48 +318,24 @@ Verdict verify_standard(const std::vector<std::string_view> &secrets, Field msg_
         keys.push_back(standard_key(secrets[i], i + 1));
 
     if (!msg_id || !timestamp || !payload || !signature_header ||
-        signature_header->size() > max_header_bytes)
+        signature_header->size() > max_header_bytes || msg_id->empty() ||
+        msg_id->size() > max_msg_id_bytes)
         return Verdict::InvalidSignature;
     std::string_view ts_text = trim_http_whitespace(*timestamp);
     int64_t ts = 0;
-    if (!parse_timestamp(ts_text, ts))
+    Candidates candidates;
+    if (!parse_timestamp(ts_text, ts) || !standard_candidates(*signature_header, candidates))
         return Verdict::InvalidSignature;
-
-    std::vector<Candidate> candidates;
-    std::string_view rest = trim_http_whitespace(*signature_header);
-    while (!rest.empty()) {
-        size_t sp = rest.find(' ');
-        std::string_view token = rest.substr(0, sp);
-        rest = sp == std::string_view::npos ? std::string_view() : rest.substr(sp + 1);
-        if (token.empty())
-            continue;
-        size_t comma = token.find(',');
-        if (comma == std::string_view::npos)
-            return Verdict::InvalidSignature; // not "<version>,<signature>": malformed header
-        if (token.substr(0, comma) != "v1")
-            continue; // another scheme (e.g. v1a, asymmetric): not ours to check
-        std::string_view sig = token.substr(comma + 1);
-        Candidate c{{}, false};
-        if (sig.size() <= max_candidate_chars && base64_decode(sig, c.bytes))
-            c.usable = c.bytes.size() == mac_bytes;
-        candidates.push_back(std::move(c));
-    }
-
-    std::string content = signed_standard_content(*msg_id, ts_text, *payload);
-    std::vector<Digest> expected;
-    expected.reserve(secrets.size());
-    for (const std::string &key : keys)
-        expected.push_back(hmac_sha256(key, content));
-
-    if (!any_match(candidates, expected))
-        return Verdict::InvalidSignature;
-    return timestamp_fresh(ts, clock) ? Verdict::Valid : Verdict::StaleTimestamp;
+    std::vector<std::string_view> key_views(keys.begin(), keys.end());
+    return decide(key_views, candidates, ts, clock, checks,
+                  [&] { return signed_standard_content(*msg_id, ts_text, *payload); });
 }
 
-// Stripe-style verification: the receiver's secrets, then t= and every v1= candidate, then the
-// clock. A missing or malformed header or body is an invalid signature.
+// Stripe-style verification: the receiver's secrets, then t= and the v1= candidates and the
+// clock, then one HMAC per secret. A missing or malformed header or body is an invalid
+// signature.
 Verdict verify_stripe(const std::vector<std::string_view> &secrets, Field header, Field payload,
-                      Clock clock) {
+                      Clock clock, Checks checks) {
     check_secrets(secrets);
     check_clock(clock);
     for (size_t i = 0; i < secrets.size(); i++)
@@ -297,47 +344,16 @@ Verdict verify_stripe(const std::vector<std::string_view> &secrets, Field header
     if (!header || !payload || header->size() > max_header_bytes)
         return Verdict::InvalidSignature;
     std::string_view t_text;
-    bool have_t = false;
-    std::vector<Candidate> candidates;
-    std::string_view rest = *header;
-    while (true) {
-        size_t comma = rest.find(',');
-        std::string_view item = trim_http_whitespace(rest.substr(0, comma));
-        size_t eq = item.find('=');
-        if (eq == std::string_view::npos)
-            return Verdict::InvalidSignature; // not "<key>=<value>": malformed header
-        std::string_view key = item.substr(0, eq);
-        std::string_view value = item.substr(eq + 1);
-        if (key == "t") {
-            if (have_t)
-                return Verdict::InvalidSignature; // two timestamps: which one was signed?
-            have_t = true;
-            t_text = value;
-        } else if (key == "v1") {
-            Candidate c{{}, false};
-            if (value.size() <= max_candidate_chars && hex_decode(value, c.bytes))
-                c.usable = c.bytes.size() == mac_bytes;
-            candidates.push_back(std::move(c));
-        }
-        if (comma == std::string_view::npos)
-            break;
-        rest = rest.substr(comma + 1);
-    }
+    Candidates candidates;
     int64_t ts = 0;
-    if (!have_t || !parse_timestamp(t_text, ts))
+    if (!stripe_items(*header, t_text, candidates) || !parse_timestamp(t_text, ts))
         return Verdict::InvalidSignature;
-
-    std::string content;
-    content.reserve(t_text.size() + 1 + payload->size());
-    content.append(t_text).append(1, '.').append(*payload);
-    std::vector<Digest> expected;
-    expected.reserve(secrets.size());
-    for (std::string_view s : secrets)
-        expected.push_back(hmac_sha256(s, content));
-
-    if (!any_match(candidates, expected))
-        return Verdict::InvalidSignature;
-    return timestamp_fresh(ts, clock) ? Verdict::Valid : Verdict::StaleTimestamp;
+    return decide(secrets, candidates, ts, clock, checks, [&] {
+        std::string content;
+        content.reserve(t_text.size() + 1 + payload->size());
+        content.append(t_text).append(1, '.').append(*payload);
+        return content;
+    });
 }
 
 // "v1,<base64 HMAC>" over msg_id.timestamp.payload.

@@ -11,8 +11,12 @@
 //  * what the unauthenticated sender controls (the id, timestamp and signature headers, the
 //    body) never throws: missing, empty, blank, malformed or oversized, it is
 //    Verdict::InvalidSignature.
+// Every check that needs no HMAC comes first (the headers' form, a usable candidate signature,
+// the timestamp's freshness, the event id): a request that fails one costs no HMAC, whatever
+// the size of its body. Then one HMAC per secret, compared with every candidate.
 #pragma once
 
+#include "crypto.hpp"
 #include "error.hpp"
 
 #include <cstdint>
@@ -36,6 +40,10 @@ constexpr size_t stripe_secret_min_bytes = 32;
 // few signatures (well under 1 KiB), and HTTP servers refuse longer header lines by default
 // (nginx 8 KiB, Apache 8190 bytes, Node.js 16 KiB for all headers together).
 constexpr size_t max_header_bytes = 16384;
+// A Standard Webhooks id (webhook-id) is the event's dedup key: one the inbox cannot record
+// (empty, or longer than its 1024-byte event ids) is refused before any HMAC. The npm
+// libraries refuse an empty id too ("Missing required headers").
+constexpr size_t max_msg_id_bytes = 1024;
 
 // RFC 4648 base64 (standard alphabet, with padding), through OpenSSL EVP_EncodeBlock.
 std::string base64_encode(std::string_view bytes);
@@ -70,10 +78,11 @@ bool parse_timestamp(std::string_view text, int64_t &out) noexcept;
 enum class Verdict {
     Valid,            // a signature matches one of the secrets and the timestamp is fresh
     InvalidSignature, // no proof: no candidate matches, or a sender field is missing/malformed
-    StaleTimestamp,   // authentic, but the signed timestamp is outside the tolerance
+    StaleTimestamp,   // the timestamp is outside the tolerance (the signature is not checked)
+    InvalidEventId,   // Checks::event_id_usable was false (the signature is not checked)
 };
 
-// "valid", "invalid_signature" or "stale_timestamp".
+// "valid", "invalid_signature", "stale_timestamp" or "invalid_event_id".
 const char *verdict_name(Verdict v) noexcept;
 
 // Times are microseconds since the unix epoch; tolerance_usec >= 0 (else 22023). The timestamp
@@ -86,21 +95,33 @@ struct Clock {
 // A field the sender controls: std::nullopt when the request did not carry it (SQL NULL).
 using Field = std::optional<std::string_view>;
 
+// The MAC a verification computes: HMAC-SHA256 of message under key.
+using HmacFn = Digest (*)(std::string_view key, std::string_view message);
+
+// How a verification computes its MACs, and what the caller checked beforehand.
+struct Checks {
+    HmacFn hmac = &hmac_sha256; // unit tests count the calls
+    // idem_webhook_receive's own check of the id it records (stripe: the id read from the
+    // body): false answers InvalidEventId once the headers have passed, before any HMAC.
+    bool event_id_usable = true;
+};
+
 // Standard Webhooks: secrets are whsec_ secrets (several for key rotation), msg_id and timestamp
 // are the webhook-id and webhook-timestamp headers, signature_header the webhook-signature
 // header (space-separated "version,signature" entries; versions other than v1 are ignored).
 // The signature header and the timestamp are read without HTTP whitespace at their ends; the
-// id is signed byte for byte (it is the event's dedup key). Throws idem::Error 22023 only for
-// the receiver's configuration: no secrets, a malformed secret, a negative tolerance.
+// id is signed byte for byte (it is the event's dedup key; 1 to max_msg_id_bytes). Throws
+// idem::Error 22023 only for the receiver's configuration: no secrets, a malformed secret, a
+// negative tolerance.
 Verdict verify_standard(const std::vector<std::string_view> &secrets, Field msg_id, Field timestamp,
-                        Field payload, Field signature_header, Clock clock);
+                        Field payload, Field signature_header, Clock clock, Checks checks = {});
 
 // Stripe-style: secrets are used as raw bytes (Stripe's whsec_ strings are the HMAC key as
 // they are, not base64), header is "t=<seconds>,v1=<hex>[,v1=<hex>...]" (other schemes such as
 // v0 are ignored; HTTP whitespace around items and at the ends is ignored). Throws idem::Error
 // 22023 only for no secrets, a secret shorter than 32 bytes, or a negative tolerance.
 Verdict verify_stripe(const std::vector<std::string_view> &secrets, Field header, Field payload,
-                      Clock clock);
+                      Clock clock, Checks checks = {});
 
 // The webhook-signature header value "v1,<base64>" a Standard Webhooks sender would send;
 // throws 22023 for a malformed secret or timestamp (the caller's own values).

@@ -129,6 +129,7 @@ struct VerifyInput {
     const Secrets *secrets;
     Bytes msg_id, timestamp, payload, header;
     idem::webhooks::Clock clock;
+    bool event_id_usable; // idem_webhook_receive: checked before any HMAC
 };
 
 bool run_verify(const VerifyInput &in, idem::webhooks::Verdict *verdict,
@@ -137,13 +138,15 @@ bool run_verify(const VerifyInput &in, idem::webhooks::Verdict *verdict,
         std::vector<std::string_view> secrets;
         for (int i = 0; i < in.secrets->n; i++)
             secrets.emplace_back(in.secrets->items[i].data, in.secrets->items[i].len);
+        idem::webhooks::Checks checks;
+        checks.event_id_usable = in.event_id_usable;
         if (in.stripe)
             *verdict = idem::webhooks::verify_stripe(secrets, field(in.header), field(in.payload),
-                                                     in.clock);
+                                                     in.clock, checks);
         else
-            *verdict =
-                idem::webhooks::verify_standard(secrets, field(in.msg_id), field(in.timestamp),
-                                                field(in.payload), field(in.header), in.clock);
+            *verdict = idem::webhooks::verify_standard(secrets, field(in.msg_id),
+                                                       field(in.timestamp), field(in.payload),
+                                                       field(in.header), in.clock, checks);
     });
 }
 
@@ -164,6 +167,7 @@ Datum verify(FunctionCallInfo fcinfo, bool stripe, bool secrets_array) {
     VerifyInput in{};
     in.stripe = stripe;
     in.secrets = &secrets;
+    in.event_id_usable = true;
     int a = 1;
     if (!stripe) {
         in.msg_id = sender_arg(fcinfo, a++);
@@ -263,9 +267,20 @@ enum ReceiveArg {
     A_NOW
 };
 
-// The outcome of an authentic delivery whose event id cannot be recorded (NULL, empty, longer
-// than the inbox's 1024 bytes): answered, never raised, and nothing is written.
-constexpr const char *INVALID_EVENT_ID = "invalid_event_id";
+// A Standard Webhooks id the inbox cannot record is refused by the verification itself.
+static_assert(idem::webhooks::max_msg_id_bytes == idem::pg::inbox::MAX_EVENT_ID,
+              "webhook-id limit and inbox event id limit differ");
+
+// True when the event id can be recorded: 1 to 1024 bytes. A delivery whose id cannot be
+// recorded is answered invalid_event_id (nothing written) once its headers have passed, before
+// any HMAC (stripe: the id the receiver read from the body; standard: the verification itself
+// refuses such a webhook-id as an invalid signature).
+bool event_id_usable(FunctionCallInfo fcinfo) {
+    if (PG_ARGISNULL(A_EVENT_ID))
+        return false;
+    Bytes id = varlena_bytes(PG_GETARG_DATUM(A_EVENT_ID));
+    return id.len > 0 && id.len <= idem::pg::inbox::MAX_EVENT_ID;
+}
 
 // The receiver's arguments of idem_webhook_receive, checked before anything the sender sent
 // (so that a misconfigured receiver fails on its first delivery, whatever that delivery holds),
@@ -306,14 +321,7 @@ void receive_input(FunctionCallInfo fcinfo, Secrets *secrets, VerifyInput *in) {
     in->payload = sender_arg(fcinfo, A_PAYLOAD);
     in->header = sender_arg(fcinfo, A_HEADER);
     in->timestamp = stripe ? Bytes{nullptr, 0} : sender_arg(fcinfo, A_TIMESTAMP);
-}
-
-// True when the event id of an authentic delivery can be recorded: 1 to 1024 bytes.
-bool event_id_usable(FunctionCallInfo fcinfo) {
-    if (PG_ARGISNULL(A_EVENT_ID))
-        return false;
-    Bytes id = varlena_bytes(PG_GETARG_DATUM(A_EVENT_ID));
-    return id.len > 0 && id.len <= idem::pg::inbox::MAX_EVENT_ID;
+    in->event_id_usable = event_id_usable(fcinfo);
 }
 
 // Records a verified event with idem_inbox_receive. The payload hash is the SHA-256 of the raw
@@ -356,7 +364,5 @@ IDEM_PG_FUNCTION(idem_webhook_receive) {
     idem::webhooks::Verdict verdict = verdict_of(in);
     if (verdict != idem::webhooks::Verdict::Valid)
         PG_RETURN_TEXT_P(cstring_to_text(IDEM_NOTHROW(idem::webhooks::verdict_name(verdict))));
-    if (!event_id_usable(fcinfo))
-        PG_RETURN_TEXT_P(cstring_to_text(INVALID_EVENT_ID));
     return record_event(fcinfo, in.payload);
 }

@@ -170,7 +170,13 @@ TEST(StandardWebhooks, ToleranceBothDirections) {
     EXPECT_EQ(verify_standard(one(kSecret), kMsgId, kTs, kPayload, kSignature,
                               Clock{ts * 1000000 + 300000001, 300000000}),
               Verdict::StaleTimestamp);
-    // a forged signature is reported as such even when the timestamp is stale too
+    // a stale timestamp is refused before any HMAC: a forged signature is not looked at
+    // (issue 28; was InvalidSignature, after an HMAC of the body per secret)
+    EXPECT_EQ(verify_standard(one(kSecret), kMsgId, kTs, kPayload,
+                              "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+                              Clock{(ts + 1000) * 1000000, kTolerance}),
+              Verdict::StaleTimestamp);
+    // but a header without a usable candidate stays an invalid signature
     EXPECT_EQ(verify_standard(one(kSecret), kMsgId, kTs, kPayload, "v1,bm90IGEgbWFj",
                               Clock{(ts + 1000) * 1000000, kTolerance}),
               Verdict::InvalidSignature);
