@@ -45,7 +45,7 @@ const char *const SQL_PURGE_INBOX =
     "WITH d AS (DELETE FROM idempotency.inbox AS r WHERE r.ctid OPERATOR(pg_catalog.=) ANY "
     "(ARRAY(SELECT s.ctid FROM idempotency.inbox AS s "
     "WHERE s.ctid OPERATOR(pg_catalog.>) $1 AND s.expires_at OPERATOR(pg_catalog.<) $2 "
-    "AND s.status OPERATOR(pg_catalog.=) ANY ('{done,failed,stale}'::text[]) "
+    "AND s.status OPERATOR(pg_catalog.=) ANY ('{done,failed,stale}'::pg_catalog.text[]) "
     "LIMIT $3 FOR UPDATE SKIP LOCKED)) RETURNING r.ctid) "
     "SELECT pg_catalog.count(*)::integer, pg_catalog.max(d.ctid) FROM d";
 

@@ -17,7 +17,7 @@ COMMENT ON TABLE idempotency.bindings IS
 SELECT pg_catalog.pg_extension_config_dump('idempotency.bindings', '');
 
 -- Every change reaches every backend's cached copy through a relcache invalidation of the table.
-CREATE FUNCTION idempotency.idem_bindings_changed() RETURNS trigger
+CREATE FUNCTION idempotency.idem_bindings_changed() RETURNS pg_catalog.trigger
 AS 'MODULE_PATHNAME', 'idem_bindings_changed' LANGUAGE C;
 REVOKE EXECUTE ON FUNCTION idempotency.idem_bindings_changed() FROM PUBLIC;
 COMMENT ON FUNCTION idempotency.idem_bindings_changed() IS
@@ -31,7 +31,7 @@ COMMENT ON TRIGGER bindings_changed ON idempotency.bindings IS
 -- Binds the names of kind starting with prefix to role (a binding of the same kind and prefix is
 -- moved to role). True when the binding is new. The extension's owner and superusers only
 -- (writing idempotency.bindings takes its privileges).
-CREATE FUNCTION idem_bind(kind text, prefix text, role regrole)
+CREATE FUNCTION idem_bind(kind pg_catalog.text, prefix pg_catalog.text, role pg_catalog.regrole)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -55,7 +55,7 @@ COMMENT ON FUNCTION idem_bind(text, text, regrole) IS
     'Binds the scopes, inbox consumers or outbox topics (kind) starting with prefix to role: only its members may use them. True when the binding is new, false when an existing one was moved to role.';
 
 -- Removes the binding of kind and prefix. True when there was one.
-CREATE FUNCTION idem_unbind(kind text, prefix text)
+CREATE FUNCTION idem_unbind(kind pg_catalog.text, prefix pg_catalog.text)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -91,10 +91,11 @@ COMMENT ON VIEW idem_bindings IS
 -- CREATE OR REPLACE keeps its grants.
 CREATE OR REPLACE FUNCTION idem_stuck(
     older_than interval DEFAULT '0',
-    OUT scope text, OUT key text, OUT attempt integer, OUT fingerprint bytea,
-    OUT created_at timestamptz, OUT updated_at timestamptz, OUT lease_expires_at timestamptz,
-    OUT expires_at timestamptz)
-RETURNS SETOF record
+    OUT scope pg_catalog.text, OUT key pg_catalog.text, OUT attempt integer,
+    OUT fingerprint pg_catalog.bytea, OUT created_at pg_catalog.timestamptz,
+    OUT updated_at pg_catalog.timestamptz, OUT lease_expires_at pg_catalog.timestamptz,
+    OUT expires_at pg_catalog.timestamptz)
+RETURNS SETOF pg_catalog.record
 AS 'MODULE_PATHNAME', 'idem_stuck' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION idem_stuck(interval) IS
     'Processing records whose lease expired at least older_than ago (outcome unknown: reconcile, then complete or fail); with scope bindings, only those of scopes the caller may use.';

@@ -26,17 +26,18 @@ BEGIN
         '@extschema@.idem_schedule_purge(text, name, integer)'::pg_catalog.regprocedure;
     DROP FUNCTION @extschema@.idem_schedule_purge(text, name, integer);
     CREATE FUNCTION @extschema@.idem_schedule_purge(
-        schedule text DEFAULT '*/5 * * * *', database name DEFAULT current_database(),
-        batch_size integer DEFAULT 1000, run_as name DEFAULT NULL)
+        schedule pg_catalog.text DEFAULT '*/5 * * * *',
+        database pg_catalog.name DEFAULT pg_catalog.current_database(),
+        batch_size integer DEFAULT 1000, run_as pg_catalog.name DEFAULT NULL)
     RETURNS bigint
     LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
     AS $body$
     DECLARE
-        job_name text;
-        command text;
-        cron_sql text;
+        job_name pg_catalog.text;
+        command pg_catalog.text;
+        cron_sql pg_catalog.text;
         jobid bigint;
-        job_user name := COALESCE(run_as, current_user::name);
+        job_user pg_catalog.name := COALESCE(run_as, current_user::pg_catalog.name);
     BEGIN
         IF schedule IS NULL OR database IS NULL OR batch_size IS NULL THEN
             RAISE EXCEPTION '% must not be null',
@@ -79,14 +80,14 @@ BEGIN
         IF EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) current_user
                    AND r.rolsuper) THEN
             EXECUTE 'SELECT cron.unschedule(j.jobid) FROM cron.job j WHERE j.jobname = $1 AND j.username <> $2'
-                USING job_name, job_user::text;
+                USING job_name, job_user::pg_catalog.text;
         END IF;
-        IF run_as IS NULL AND database OPERATOR(pg_catalog.=) current_database() THEN
+        IF run_as IS NULL AND database OPERATOR(pg_catalog.=) pg_catalog.current_database() THEN
             EXECUTE 'SELECT cron.schedule($1, $2, $3)' INTO jobid
                 USING job_name, schedule, command;
         ELSE
             EXECUTE 'SELECT cron.schedule_in_database($1, $2, $3, $4, $5)' INTO jobid
-                USING job_name, schedule, command, database::text, job_user::text;
+                USING job_name, schedule, command, database::pg_catalog.text, job_user::pg_catalog.text;
         END IF;
         RETURN jobid;
     END
@@ -108,12 +109,13 @@ END $$;
 
 -- Removes the pg_cron job of database, whichever user it runs as (another user's only for a
 -- superuser, as pg_cron allows); false when there was none.
-CREATE OR REPLACE FUNCTION @extschema@.idem_unschedule_purge(database name DEFAULT current_database())
+CREATE OR REPLACE FUNCTION @extschema@.idem_unschedule_purge(
+    database pg_catalog.name DEFAULT pg_catalog.current_database())
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    job_name text;
+    job_name pg_catalog.text;
     jobs bigint[];
 BEGIN
     IF database IS NULL THEN
