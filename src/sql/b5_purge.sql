@@ -149,3 +149,60 @@ WHERE i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclas
   AND i.objoid OPERATOR(pg_catalog.=) p.oid
   AND i.privtype OPERATOR(pg_catalog.=) 'e'
   AND p.oid OPERATOR(pg_catalog.=) '@extschema@.idem_schedule_purge(text, name, integer, name)'::pg_catalog.regprocedure;
+
+-- idem_require_pg_cron for a role that is not a superuser (0.8): cron.database_name is a
+-- superuser-only setting, and current_setting(name, true) still raised 42501 for such a role,
+-- so a member of idempotency_ops could neither schedule nor unschedule (docs/operations.md says
+-- it can, in the cron database). A role that may not read the setting learns whether this is
+-- the cron database from pg_cron's presence here (CREATE EXTENSION pg_cron succeeds only in the
+-- database cron.database_name names); elsewhere the error says to run the call there.
+CREATE OR REPLACE FUNCTION @extschema@.idem_require_pg_cron(cron_sql pg_catalog.text DEFAULT NULL)
+RETURNS pg_catalog.void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    cron_db pg_catalog.text;
+    readable boolean := true;
+    here boolean := EXISTS (SELECT FROM pg_catalog.pg_extension x
+                            WHERE x.extname OPERATOR(pg_catalog.=) 'pg_cron');
+BEGIN
+    BEGIN
+        cron_db := pg_catalog.current_setting('cron.database_name', true);
+    EXCEPTION WHEN insufficient_privilege THEN
+        readable := false;
+    END;
+    IF NOT readable THEN
+        IF here THEN
+            RETURN;
+        END IF;
+        RAISE EXCEPTION 'pg_cron jobs are managed from the cron database (cron.database_name), not "%"',
+                        pg_catalog.current_database()
+            USING ERRCODE = '55000',
+                  DETAIL = 'pg_cron is not installed in this database; only a superuser may read '
+                           'cron.database_name.',
+                  HINT = CASE WHEN cron_sql IS NULL THEN 'Connect to the cron database.'
+                              ELSE pg_catalog.format('Run in the cron database: %s', cron_sql) END;
+    END IF;
+    IF cron_db IS NULL OR cron_db OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'pg_cron is not loaded'
+            USING ERRCODE = '55000',
+                  HINT = 'Add pg_cron to shared_preload_libraries, set cron.database_name, '
+                         'restart the server, and run CREATE EXTENSION pg_cron in that database; '
+                         'or run CALL idem_purge_loop() from any other scheduler.';
+    END IF;
+    IF pg_catalog.current_database() OPERATOR(pg_catalog.<>) cron_db THEN
+        RAISE EXCEPTION 'pg_cron jobs are managed from database "%", not "%"',
+                        cron_db, pg_catalog.current_database()
+            USING ERRCODE = '55000',
+                  DETAIL = 'pg_cron lives in one database (cron.database_name) and runs jobs '
+                           'in other databases with cron.schedule_in_database.',
+                  HINT = CASE WHEN cron_sql IS NULL THEN pg_catalog.format('Connect to database "%s".', cron_db)
+                              ELSE pg_catalog.format('Run in database "%s": %s', cron_db, cron_sql) END;
+    END IF;
+    IF NOT here THEN
+        RAISE EXCEPTION 'extension pg_cron is not installed in database "%"', cron_db
+            USING ERRCODE = '55000',
+                  HINT = pg_catalog.format('Run CREATE EXTENSION pg_cron in database "%s".', cron_db);
+    END IF;
+END
+$$;

@@ -109,6 +109,26 @@ for db in $CRON_DB $TARGET_DB; do
     echo "cron: $db after the scheduled purge: $counts"
 done
 
+# a role that is not a superuser (idempotency_ops in docs/operations.md) schedules and
+# unschedules in the cron database; elsewhere it is told where to run the call (55000), not
+# refused with 42501 for reading the superuser-only cron.database_name (before 0.8 it was)
+OPS=idem_cron_ops
+q $CRON_DB "DROP ROLE IF EXISTS $OPS; CREATE ROLE $OPS LOGIN;
+            GRANT EXECUTE ON FUNCTION idem_schedule_purge(text, name, integer, name), idem_unschedule_purge(name) TO $OPS;
+            GRANT USAGE ON SCHEMA cron TO $OPS;
+            GRANT EXECUTE ON FUNCTION cron.schedule(text, text, text), cron.unschedule(bigint) TO $OPS"
+q $TARGET_DB "GRANT EXECUTE ON FUNCTION idem_schedule_purge(text, name, integer, name) TO $OPS"
+ops_job=$(q $CRON_DB "SET ROLE $OPS; SELECT idem_schedule_purge('0 0 1 1 *', '$CRON_DB', 10)")
+ops_user=$(q $CRON_DB "SELECT username FROM cron.job WHERE jobid = ${ops_job:-0}")
+[ "$ops_user" = "$OPS" ] || fail "a job scheduled by $OPS runs as '$ops_user'"
+ops_elsewhere=$(psql -X -qtA -d $TARGET_DB -c "SET ROLE $OPS" -c "SELECT idem_schedule_purge()" 2>&1 | head -n 1 || true)
+[ "$ops_elsewhere" = "ERROR:  pg_cron jobs are managed from the cron database (cron.database_name), not \"$TARGET_DB\"" ] ||
+    fail "$OPS outside the cron database: $ops_elsewhere"
+[ "$(q $CRON_DB "SET ROLE $OPS; SELECT idem_unschedule_purge('$CRON_DB')")" = t ] || fail "$OPS unschedules its job"
+q $TARGET_DB "DROP OWNED BY $OPS"
+q $CRON_DB "DROP OWNED BY $OPS; DROP ROLE $OPS"
+echo "cron: a non-superuser ($OPS) scheduled job $ops_job (runs as $OPS) and unscheduled it; elsewhere: '$ops_elsewhere'"
+
 # unschedule: true, then false; nothing left in cron.job
 [ "$(q $CRON_DB "SELECT idem_unschedule_purge()")" = t ] || fail "unschedule $CRON_DB"
 [ "$(q $CRON_DB "SELECT idem_unschedule_purge('$TARGET_DB')")" = t ] || fail "unschedule $TARGET_DB (a job of $PURGE_ROLE)"
