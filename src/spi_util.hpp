@@ -38,8 +38,9 @@ struct SavedUser {
 
 // Connects to SPI and switches to the extension owner so that callers need no rights on the
 // internal tables, with the search path pinned to pg_catalog: no name in a statement, a plan
-// revalidated or an operator's function is resolved in the caller's schemas or pg_temp. An error raised before leave() is cleaned up by (sub)transaction abort,
-// which restores the user and the SPI stack.
+// revalidated or an operator's function is resolved in the caller's schemas or pg_temp. An error
+// raised before leave() is cleaned up by (sub)transaction abort, which restores the user and the
+// SPI stack.
 void enter(SavedUser *saved);
 
 // Switches back to the caller and disconnects from SPI.
