@@ -764,7 +764,7 @@ say "0.5 -> 0.6 on the cluster: every node at 0.6, the two columns in every reco
 # 0.6 -> 0.7: idem_claim gains its planner support (idem_claim_support) on every node; the
 # function is altered, not recreated, so its delegation stands and idem_distribute() changes
 # nothing. A worker plans the delegated call without the defaulted arguments.
-expect "ALTER EXTENSION idempotency UPDATE (to 0.7)" "$(qv 0 "ALTER EXTENSION idempotency UPDATE")" ""
+expect "ALTER EXTENSION idempotency UPDATE TO '0.7'" "$(qv 0 "ALTER EXTENSION idempotency UPDATE TO '0.7'")" ""
 expect "versions 0.7 (coordinator worker1 worker2)" \
     "$(for i in 0 1 2; do q $i "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"; done | paste -sd' ')" "0.7 0.7 0.7"
 expect "idem_claim's support (coordinator worker1 worker2)" \
@@ -785,6 +785,20 @@ expect "0.7: a 0.6 record replays (delegated)" \
 expect "0.7: claim and complete (delegated)" \
     "$(qv 0 "SELECT outcome FROM idem_claim('$s', 'k7')")$(qv 0 "SELECT idem_complete('$s', 'k7', 1, 'r7')")" "claimedt"
 say "0.6 -> 0.7 on the cluster: every node at 0.7 with idem_claim's planner support, the delegation unchanged; a worker plans the short call; a 0.6 record replays, a new key is claimed and completed"
+
+# 0.7 -> 0.8 (issue 28): the purge procedures pin their search path, idem_schedule_purge gains
+# run_as, the tenants' bindings table, idem_stuck in C. Every node updates; the delegated calls
+# answer as before.
+expect "ALTER EXTENSION idempotency UPDATE TO '0.8'" "$(qv 0 "ALTER EXTENSION idempotency UPDATE TO '0.8'")" ""
+expect "versions 0.8 (coordinator worker1 worker2)" \
+    "$(for i in 0 1 2; do q $i "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"; done | paste -sd' ')" "0.8 0.8 0.8"
+expect "the purge procedures pin their search path (coordinator worker1 worker2)" \
+    "$(for i in 0 1 2; do q $i "SELECT count(*) FROM pg_proc WHERE proname IN ('idem_purge_loop', 'idem_purge_shards') AND prosrc LIKE '%set_config(''search_path'', ''pg_catalog, pg_temp'', true)%'"; done | paste -sd' ')" "2 2 2"
+expect "0.8: a 0.6 record replays (delegated)" \
+    "$(qv 0 "SELECT outcome || ' ' || convert_from(response_body, 'UTF8') FROM idem_claim('$s', 'k6', '\\x06')")" 'replayed {"id":6}'
+expect "0.8: claim and complete (delegated)" \
+    "$(qv 0 "SELECT outcome FROM idem_claim('$s', 'k8')")$(qv 0 "SELECT idem_complete('$s', 'k8', 1, 'r8')")" "claimedt"
+say "0.7 -> 0.8 on the cluster: every node at 0.8, the purge procedures pinned on every node; a 0.6 record replays, a new key is claimed and completed (delegated)"
 
 # --- still to come (issue 16 "Tests") ---------------------------------------------------------
 # - a shard moved (citus_move_shard_placement, block_writes) mid-load
