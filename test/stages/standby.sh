@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The extension on replicas (docs/operations.md, "High availability"), on clusters of its own
-# (pg_config --bindir; shared_preload_libraries as test/pgcluster), ports IDEM_STANDBY_PORT
-# (default IDEM_PGPORT + 5) to + 3, under /tmp/idem-standby-PORT:
+# (pg_config --bindir; shared_preload_libraries as test/pgcluster) on port IDEM_STANDBY_PORT
+# (default IDEM_PGPORT + 5) and the next three, under /tmp/idem-standby-PORT. Exits 0 when all
+# holds, 1 otherwise (IDEM_STANDBY_KEEP=1 leaves the clusters running, to look at them):
 # 1. What a hot standby serves. A primary holds completed, processing and failed records in two
 #    scopes, inline and queued inbox deliveries, pending, leased and dead outbox events and a
 #    binding; once a streaming standby has replayed them, every routine of the extension (listed
@@ -10,7 +11,8 @@
 #    the table "What a standby serves" of docs/operations.md (a routine without a line there, a
 #    line naming nothing installed, or another answer fails). The same calls on the primary, each
 #    in a transaction rolled back, answer ok: the arguments are valid. Then idem_counters on both
-#    servers: counters are per server (shared memory), not replicated.
+#    servers: counters are per server (shared memory), not replicated (the primary's exact, the
+#    standby's all 0).
 # 2. Logical replication cut-over of the outbox. A publisher and a subscriber, both with the
 #    extension; the schema's tables published. Events emitted for keys (some done by a relay,
 #    one leased, some pending) replicate; the cut-over (writes stopped, subscriber caught up,
