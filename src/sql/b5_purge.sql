@@ -121,6 +121,12 @@ BEGIN
     IF database IS NULL THEN
         RAISE EXCEPTION 'database must not be null' USING ERRCODE = '22004';
     END IF;
+    -- a job is a row of the primary's cron.job: refused on a standby like every write (pg_cron's
+    -- own error there has no SQLSTATE of its own, XX000)
+    IF pg_catalog.pg_is_in_recovery() THEN
+        RAISE EXCEPTION 'cannot execute idem_unschedule_purge on a standby'
+            USING ERRCODE = '25006', HINT = 'Run it on the primary.';
+    END IF;
     job_name := 'idempotency-purge:' OPERATOR(pg_catalog.||) database;
     PERFORM @extschema@.idem_require_pg_cron(pg_catalog.format('SELECT %I.idem_unschedule_purge(%L);',
                                                                '@extschema@', database));
