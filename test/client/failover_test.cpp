@@ -620,7 +620,7 @@ int main(int argc, char **argv) {
             true);
         // Outbox.
         std::map<std::string, long> delivered;
-        long order_breaks = 0, out_present = 0, out_delivered_once = 0;
+        long order_breaks = 0, out_present = 0, out_delivered_once = 0, resent = 0;
         {
             auto r = n.exec("SELECT event_id::text, count(*) FROM idempotency.outbox GROUP BY 1");
             std::set<std::string> ids;
@@ -635,9 +635,13 @@ int main(int argc, char **argv) {
                 auto it = delivered.find(o.first);
                 out_delivered_once += it != delivered.end() && it->second == 1;
             }
+            // n < prev: an emit sent again after a commit in doubt (no dedup_key) may be there
+            // twice with the same n, relayed one after the other; that is not out of order.
             order_breaks = one_long(
                 n, "SELECT count(*) FROM (SELECT n, lag(n) OVER (PARTITION BY key ORDER BY id) AS "
-                   "prev FROM deliveries WHERE key <> '') s WHERE n <= prev");
+                   "prev FROM deliveries WHERE key <> '') s WHERE n < prev");
+            resent = one_long(n, "SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE key <> '' "
+                                 "GROUP BY key, n HAVING count(*) > 1) s");
         }
         long dup_deliveries = 0;
         for (auto &d : delivered)
@@ -649,7 +653,8 @@ int main(int argc, char **argv) {
         row("outbox events relayed twice", 0, dup_deliveries, true);
         row("outbox events not done after the drain", 0,
             one_long(n, "SELECT count(*) FROM idempotency.outbox WHERE status <> 'done'"), true);
-        row("per-key order breaks in the relayed events", 0, order_breaks, true);
+        row("per-key order breaks in the relayed events", 0, order_breaks, true,
+            "emits sent again after a commit in doubt: " + std::to_string(resent));
         row("purge calls that deleted expired records", 1, ack.purged > 0 ? 1 : 0, true,
             std::to_string(ack.purged.load()) + " rows deleted in " +
                 std::to_string(ack.purge_calls.load()) + " calls");
