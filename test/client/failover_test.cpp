@@ -453,13 +453,31 @@ int main(int argc, char **argv) {
     });
     th.emplace_back([&] { // relay + inbox worker, until the producers stopped and all is drained
         Client cl(a.conninfo);
-        for (int idle = 0; !producers_done || idle < 5;) {
+        std::chrono::steady_clock::time_point drain_start;
+        for (;;) {
             long h = relay_once(cl, ack, errors);
             if (h < 0)
                 return;
-            idle = h == 0 ? idle + 1 : 0;
-            if (h == 0)
-                sleep_ms(producers_done ? 200 : 20);
+            if (h > 0 || !producers_done) {
+                sleep_ms(h > 0 ? 0 : 20);
+                continue;
+            }
+            // Drained when nothing is left undone: events leased on the old primary come
+            // back when their lease (2 s) runs out.
+            if (drain_start == std::chrono::steady_clock::time_point())
+                drain_start = std::chrono::steady_clock::now();
+            try {
+                pqxx::nontransaction n(cl.get());
+                if (one_long(n, "SELECT (SELECT count(*) FROM idempotency.outbox WHERE status <> "
+                                "'done') + (SELECT count(*) FROM idempotency.inbox WHERE consumer "
+                                "= 'queued' AND status <> 'done')") == 0)
+                    return;
+            } catch (const std::exception &e) {
+                cl.reset();
+            }
+            if (seconds_since(drain_start) > 60)
+                return; // the checks say what is left
+            sleep_ms(200);
         }
     });
     th.emplace_back([&] { // purge
