@@ -260,7 +260,7 @@ round() { # r, p, s, sync|async
     # without this CHECKPOINT pg_rewind may read the old timeline and find nothing to rewind.
     q "$s" -c CHECKPOINT
     t0=$(date +%s%N)
-    if ! as_pg "$BIN/pg_rewind" --target-pgdata="$(data "$p")" \
+    if ! as_pg "$BIN/pg_rewind" --no-sync --target-pgdata="$(data "$p")" \
         --source-server="host=127.0.0.1 port=$(port "$s") user=postgres dbname=postgres" \
         >"$DIR/rewind$r.log" 2>&1; then
         cat "$DIR/rewind$r.log"
