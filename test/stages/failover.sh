@@ -13,9 +13,10 @@
 #     every table;
 #  c. a failover with synchronous replication under load (the primary's postmaster and its
 #     processes SIGKILLed, the standby promoted, the clients following through a multi-host
-#     conninfo with target_session_attrs=read-write) loses nothing acknowledged: the invariants
-#     of failover_test --expect sync (completions, replays, in-flight keys, effects exactly once,
-#     idem_fail, inbox, outbox order) on the new primary;
+#     conninfo with target_session_attrs=read-write) loses nothing acknowledged: the standby was
+#     synchronous at the kill, and the invariants of failover_test --expect sync (completions,
+#     replays, in-flight keys, effects exactly once, idem_fail, inbox, outbox order) hold on the
+#     new primary;
 #  d. pg_rewind brings the old primary back as a standby of the new one; it catches up, then
 #     a and b again;
 #  e. the same failover with asynchronous replication (the default) is MEASURED, not asserted:
@@ -245,8 +246,11 @@ round() { # r, p, s, sync|async
         "${extra[@]}" >"$out" 2>&1 &
     local pid=$!
     sleep "$KILL_AFTER"
-    lag=$(q "$p" -c "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), flush_lsn) || ' bytes not flushed, ' || pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn) || ' bytes not replayed' FROM pg_stat_replication" 2>&1 || true)
+    lag=$(q "$p" -c "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), flush_lsn) || ' bytes not flushed, ' || pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn) || ' bytes not replayed, ' || sync_state FROM pg_stat_replication" 2>&1 || true)
     kill_node "$p"
+    if [ "$mode" = sync ] && [ "${lag##*, }" != sync ]; then
+        fail "round $r: the standby was not synchronous when node$p was killed (${lag:-no standby})"
+    fi
     t0=$(date +%s%N)
     pg_ctl_node "$s" -w -t 60 promote
     echo "node$p killed (standby behind by ${lag:-?}); node$s promoted in $((($(date +%s%N) - t0) / 1000000)) ms"
