@@ -15,8 +15,8 @@
 #      its RSS check cannot hold under ASan), isolation, the races stage
 #      (test/stages/races.sh) and the libpqxx fault suite (the client programs in $IDEM_BUILD,
 #      which test/run-all builds; missing ones: the suite is reported as not run, a failure);
-#   4. the verdict: any suite failing, or in the server log or the sanitizer reports (every program,
-#      server and clients, writes them to <out>/san/): an assertion failure (TRAP:), a sanitizer
+#   4. the verdict: any suite failing, or in the server log (a client program's sanitizer report
+#      fails its suite): an assertion failure (TRAP:), a sanitizer
 #      report, "detected write past chunk end", a resource leak warning, a PANIC, or a process
 #      that died of a signal other than SIGKILL (kill_test, recovery_test and outbox_fault_test
 #      SIGKILL backends and relays on purpose; a failed Assert or a sanitizer report is SIGABRT,
@@ -80,20 +80,21 @@ build_module() { # prefix dir
     fi
     so="$("$prefix/bin/pg_config" --pkglibdir)/idempotency.so"
     # The module really is instrumented: it calls into both runtimes.
-    nm -D --undefined-only "$so" | grep -q __asan_report ||
+    local syms
+    syms=$(nm -D --undefined-only "$so")
+    grep -q __asan_report <<<"$syms" ||
         { echo "cassert: $so has no AddressSanitizer instrumentation"; return 1; }
-    nm -D --undefined-only "$so" | grep -q __ubsan_handle ||
+    grep -q __ubsan_handle <<<"$syms" ||
         { echo "cassert: $so has no UndefinedBehaviorSanitizer instrumentation"; return 1; }
 }
 
-# Every program of the run (server, psql, pgbench, pg_regress) reports to $OUT/san/*.<pid>;
-# a report ends the process (SIGABRT), as in PostgreSQL's CI. No leak detection: PostgreSQL
-# leaks by design (memory contexts, exit without freeing).
+# Reports go to stderr: the server's to its log (scanned below), a client program's to the
+# suite's output (that suite fails). A report ends the process (SIGABRT), as in PostgreSQL's
+# CI. No leak detection: PostgreSQL leaks by design (memory contexts, exit without freeing).
 sanitizer_env() {
-    mkdir -p "$OUT/san"
-    chmod 1777 "$OUT" "$OUT/san"
-    export ASAN_OPTIONS="print_stacktrace=1:abort_on_error=1:detect_leaks=0:detect_stack_use_after_return=0:log_path=$OUT/san/asan"
-    export UBSAN_OPTIONS="print_stacktrace=1:abort_on_error=1:halt_on_error=1:log_path=$OUT/san/ubsan"
+    chmod 755 "$OUT"
+    export ASAN_OPTIONS="print_stacktrace=1:abort_on_error=1:detect_leaks=0:detect_stack_use_after_return=0"
+    export UBSAN_OPTIONS="print_stacktrace=1:abort_on_error=1:halt_on_error=1"
 }
 
 timed() { # name command... ; runs a suite, records its time and verdict
@@ -150,20 +151,16 @@ client_names() { # the fault suite's programs, the ones restarting the cluster l
 # The verdict on the logs. A SIGKILL (signal 9) is the tests' own doing; every other signal is a
 # crash (SIGABRT: a failed Assert or a sanitizer report; SIGSEGV ...).
 scan_logs() { # server-log
-    local log=$1 bad f
+    local log=$1 bad
     bad=$(grep -a -E 'TRAP:|runtime error:|AddressSanitizer|UndefinedBehaviorSanitizer|detected write past chunk end|problem in alloc set|leak:|reference leak|still active|PANIC:|terminated by signal ([0-8]|[1-9][0-9])\b|terminated by exception' "$log" |
         grep -a -v -E 'terminated by signal 9\b' || true)
     if [ -n "$bad" ]; then
         echo "cassert: the server log ($log) says:"
         echo "$bad" | head -n 40
+        # a sanitizer report's first frames: where it happened
+        grep -a -A 8 -m 1 -E 'ERROR: AddressSanitizer|runtime error:' "$log" | grep -a -E '^ *#[0-9]|of size|runtime error' | head -n 8
         fail "server log"
     fi
-    for f in "$OUT"/san/*; do
-        [ -f "$f" ] || continue
-        echo "cassert: sanitizer report $f:"
-        head -n 40 "$f"
-        fail "sanitizer report $(basename "$f")"
-    done
 }
 
 main() {
@@ -190,7 +187,7 @@ main() {
     # 2 MB of max_stack_depth (the stack's limit is 8 MB).
     export IDEM_PGCONF="max_stack_depth = 6MB"
     test/pgcluster stop >/dev/null 2>&1
-    eval "$(test/pgcluster start)" || { cat "$OUT/san/"* 2>/dev/null; return 1; }
+    eval "$(test/pgcluster start)" || return 1
     export PGHOST PGPORT PGUSER PGDATABASE
     trap 'cp "$IDEM_PGDIR/server.log" "$OUT/server.log" 2>/dev/null; test/pgcluster stop >/dev/null 2>&1' EXIT
     [ "$(psql -AtX -c 'SHOW debug_assertions')" = on ] || { echo "cassert: the server has no assertions"; return 1; }
@@ -208,7 +205,7 @@ main() {
     done
 
     cp "$IDEM_PGDIR/server.log" "$OUT/server.log"
-    say "the logs: $OUT/server.log, $OUT/san/"
+    say "the server log: $OUT/server.log"
     scan_logs "$OUT/server.log"
     if [ ${#failures[@]} != 0 ]; then
         echo "cassert: ${#failures[@]} failure(s): ${failures[*]}"
