@@ -61,12 +61,17 @@ const char *const SQL_TAKE[2] = {TAKE_SET TAKE_WHERE, TAKE_SET
 const Oid TAKE_TYPES[] = {TEXTOID,        TEXTOID,        INT4OID, BYTEAOID, TIMESTAMPTZOID,
                           TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID, TEXTOID,  BOOLOID};
 
-// Moves the lease of a record this transaction has just inserted to start at $3 (used when
-// the insert had to wait for another transaction before it succeeded).
+// Moves the lease of a record this transaction has just inserted (created at $6) to start at $3
+// (used when the insert took long, e.g. it waited for another transaction). Only that row:
+// under REPEATABLE READ / SERIALIZABLE the snapshot may still see the key's old record that a
+// concurrent purge deleted, and updating it raised 40001 "could not serialize access due to
+// concurrent delete" instead of answering claimed (test/isolation/specs/lookup_after_purge.spec).
 const char *const SQL_RESTAMP =
     "UPDATE idempotency.records AS r SET created_at = $3, updated_at = $3, "
-    "lease_expires_at = $4, expires_at = $5" WHERE_KEY;
-const Oid RESTAMP_TYPES[] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+    "lease_expires_at = $4, expires_at = $5" WHERE_KEY
+    " AND r.created_at OPERATOR(pg_catalog.=) $6";
+const Oid RESTAMP_TYPES[] = {TEXTOID,        TEXTOID,        TIMESTAMPTZOID,
+                             TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
 SPIPlanPtr plan_insert, plan_get_share[2], plan_take[2], plan_restamp;
 
@@ -297,13 +302,17 @@ bool insert_sql(Claim *c, bool *busy) {
 void claimed(Claim *c) {
     TimestampTz after = GetCurrentTimestamp();
     if (after - c->now > Min(RESTAMP_AFTER_USEC, c->lease_us / 10)) {
+        TimestampTz inserted_at = c->now;
         c->now = after;
         c->times = claim_times(c->now, c->lease_us, c->ttl_us);
         need_spi(&c->spi);
-        saved_plan(&plan_restamp, SQL_RESTAMP, 5, RESTAMP_TYPES);
-        Datum rs[5] = {c->keyv[0], c->keyv[1], TimestampTzGetDatum(c->now),
+        saved_plan(&plan_restamp, SQL_RESTAMP, 6, RESTAMP_TYPES);
+        Datum rs[6] = {c->keyv[0],
+                       c->keyv[1],
+                       TimestampTzGetDatum(c->now),
                        TimestampTzGetDatum(c->times.lease_expires),
-                       TimestampTzGetDatum(c->times.expires)};
+                       TimestampTzGetDatum(c->times.expires),
+                       TimestampTzGetDatum(inserted_at)};
         exec(plan_restamp, rs, nullptr, false, 0);
     }
     c->res.outcome = "claimed";
