@@ -5,8 +5,9 @@
 -- decide fresh (TTL over) / mismatch / replay / retry / in_progress / reclaim, taking over with a
 -- compare-and-set UPDATE on the attempt (the fencing token) and the state that was read. Invoker's rights and schema-qualified
 -- names (the most favourable variant: no SECURITY DEFINER + SET search_path overhead, which the
--- C function's owner switch would correspond to). Mirrors src/claim.cpp as of commit 6eb8b12
--- (unlocked read, compare-and-set takeover, lease restamped after a wait).
+-- C function's owner switch would correspond to). Mirrors the C idem_claim as of commit 6eb8b12
+-- (unlocked read, compare-and-set takeover, lease restamped after a wait); it is in
+-- src/records_claim.cpp today.
 CREATE SCHEMA IF NOT EXISTS bench_pl;
 
 CREATE TABLE bench_pl.records (

@@ -4,7 +4,7 @@
 // core/jcs/ (internal.hpp says which file does what).
 //
 // Which input takes which path (all give the same bytes and the same errors; the SQL callers
-// are in src/fingerprint.cpp):
+// are in src/fingerprints.cpp and src/fingerprints_fast.cpp):
 // | input                                          | path                                        |
 // |------------------------------------------------|---------------------------------------------|
 // | raw text, no include/exclude, up to 16 MiB     | the tape: pass 1 tokenises (jcs/tape.cpp,   |

@@ -10,7 +10,7 @@
 -- statistics) are not executable by PUBLIC: grant them to a group role (README "Operations",
 -- "Privileges"). The pure functions (canonical JSON, fingerprints, UUIDv7, HMAC, webhook
 -- signatures) stay PUBLIC. Later versions REVOKE every new stateful function in their own
--- upgrade script; test/tap/ops.sql checks that no other function is executable by PUBLIC.
+-- upgrade script; test/tap/operations.sql checks that no other function is executable by PUBLIC.
 DO $$
 DECLARE
     f regprocedure;

@@ -36,7 +36,7 @@ BEGIN
     COMMENT ON FUNCTION idem_claim(text, text, bytea, interval, interval, boolean) IS
         'Claims an Idempotency-Key in a scope. outcome: claimed | replayed | in_progress | mismatch | reclaimed; attempt is the fencing token.';
 
-    -- Stateful: not executable by PUBLIC (as 50_ops.sql), then the grants it had before.
+    -- Stateful: not executable by PUBLIC (as src/sql/50_operations.sql), then the grants it had before.
     REVOKE EXECUTE ON FUNCTION idem_claim(text, text, bytea, interval, interval, boolean) FROM PUBLIC;
     FOR grantee IN
         SELECT CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'

@@ -118,7 +118,7 @@ COMMENT ON VIEW idem_outbox_stats IS
     'Outbox events per topic: pending (not yet delivered, waiting included), waiting (pending, held back until available_at by deliver_after or a retry backoff), leased, dead, done (kept until the purge), oldest_pending_age (the lag: the oldest event pending or leased). Scans idempotency.outbox.';
 REVOKE ALL ON idem_outbox_stats FROM PUBLIC;
 GRANT SELECT ON idem_outbox_stats TO pg_monitor;
--- Stateful: not for PUBLIC (docs/operations.md "Privileges"; test/tap/ops.sql checks).
+-- Stateful: not for PUBLIC (docs/operations.md "Privileges"; test/tap/operations.sql checks).
 REVOKE EXECUTE ON FUNCTION idem_outbox_emit(text, jsonb, text, text, jsonb, interval),
     idem_outbox_emit(text, bytea, text, text, jsonb, interval),
     idem_outbox_emit(text, text, text, text, jsonb, interval),
