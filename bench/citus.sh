@@ -31,7 +31,7 @@ cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
 SECS=${SECS:-10}
 CLIENTS=${CLIENTS:-"1 8"}
-export IDEM_CITUS_PORT=${IDEM_CITUS_PORT:-$((${IDEM_PGPORT:-54329} + 2))}
+export IDEM_CITUS_PORT=${IDEM_CITUS_PORT:-$((${IDEM_PGPORT:-25329} + 2))}
 P=$IDEM_CITUS_PORT
 BASE=/tmp/idem-citus-$P
 WORK=$(mktemp -d)

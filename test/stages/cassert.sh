@@ -31,7 +31,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$(pwd)
 BUILD=${IDEM_BUILD:-$ROOT/build}
-PORT=${IDEM_CASSERT_PGPORT:-$((${IDEM_PGPORT:-54329} + 1))}
+PORT=${IDEM_CASSERT_PGPORT:-$((${IDEM_PGPORT:-25329} + 1))}
 OUT=${IDEM_CASSERT_OUT:-/tmp/idem-cassert-$PORT}
 SUITES=${IDEM_CASSERT_SUITES:-regress isolation races client}
 # The client programs that restart or crash the cluster run last (as in test/run-all).

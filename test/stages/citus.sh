@@ -30,7 +30,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
-PORT0=${IDEM_CITUS_PORT:-$((${IDEM_PGPORT:-54329} + 2))}
+PORT0=${IDEM_CITUS_PORT:-$((${IDEM_PGPORT:-25329} + 2))}
 PORTS=("$PORT0" "$((PORT0 + 1))" "$((PORT0 + 2))")
 NAMES=(coordinator worker1 worker2)
 BASE=/tmp/idem-citus-$PORT0

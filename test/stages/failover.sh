@@ -30,7 +30,7 @@
 # (IDEM_BUILD: the build directory). Exit 0 pass, 1 fail, 77 cannot run here.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-PORT0=${IDEM_FAILOVER_PORT:-$((${IDEM_PGPORT:-54329} + 5))}
+PORT0=${IDEM_FAILOVER_PORT:-$((${IDEM_PGPORT:-25329} + 5))}
 DIR=/tmp/idem-failover-$PORT0
 BIN=$(pg_config --bindir)
 PROG=${IDEM_BUILD:-$(pwd)/build}/failover_test

@@ -10,7 +10,7 @@
 # (restarts).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-export IDEM_PGPORT=${IDEM_NOPRELOAD_PGPORT:-$((${IDEM_PGPORT:-54329} + 1))}
+export IDEM_PGPORT=${IDEM_NOPRELOAD_PGPORT:-$((${IDEM_PGPORT:-25329} + 1))}
 export IDEM_PGDIR=/tmp/idem-pg-$IDEM_PGPORT
 export IDEM_PRELOAD=pg_cron
 test/pgcluster stop >/dev/null 2>&1

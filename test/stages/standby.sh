@@ -25,7 +25,7 @@ set -euo pipefail
 trap 'echo "standby: line $LINENO failed (exit $?)"' ERR
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
-BASE=${IDEM_STANDBY_PORT:-$((${IDEM_PGPORT:-54329} + 5))}
+BASE=${IDEM_STANDBY_PORT:-$((${IDEM_PGPORT:-25329} + 5))}
 P_PORT=$BASE S_PORT=$((BASE + 1)) PUB_PORT=$((BASE + 2)) SUB_PORT=$((BASE + 3))
 WORK=/tmp/idem-standby-$BASE
 BIN=$(pg_config --bindir)
