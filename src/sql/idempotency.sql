@@ -1,7 +1,7 @@
 -- The idempotency extension's install script: the current definition of every object, one
 -- section per feature in the order of docs/ (DEVELOPERS.md "Versions and upgrades"). The
 -- Makefile copies it to idempotency--1.0.0.sql. A database of an older version is updated by the
--- committed scripts src/sql/idempotency--A--1.0.0.sql; test/run-all upgrade checks that either
+-- committed scripts src/sql/idempotency--<A>--1.0.0.sql; test/run-all upgrade checks that either
 -- way gives the same catalog.
 --
 -- The script runs as the superuser who calls CREATE EXTENSION, with the search path set to the
@@ -286,7 +286,7 @@ REVOKE EXECUTE ON FUNCTION
     idem_inbox_fail(text, text, integer, boolean, text, integer)
 FROM PUBLIC;
 
--- Webhooks: signatures of Standard Webhooks and Stripe, and a verified receive (docs/webhooks.md)
+-- Webhooks: Standard Webhooks and Stripe signatures, a verified receive (docs/webhooks.md) -------
 -- idem_webhook_receive never raises for what the sender controls (src/webhooks.cpp): an event id
 -- that cannot be recorded is the outcome invalid_event_id.
 CREATE FUNCTION idem_webhook_verify_standard(
@@ -896,7 +896,6 @@ GRANT EXECUTE ON FUNCTION idem_counters() TO pg_monitor;
 GRANT EXECUTE ON FUNCTION idem_counters_enabled() TO pg_monitor;
 
 -- Per-scope, per-consumer and per-topic state, computed from the tables (works without preload)
--- Per-scope and per-consumer state (computed from the tables, works without preload) -----------
 
 CREATE VIEW idem_stats AS
 SELECT r.scope,
