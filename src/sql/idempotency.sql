@@ -948,7 +948,6 @@ GROUP BY i.consumer;
 COMMENT ON VIEW idem_inbox_stats IS
     'Inbox events per consumer: received (every event id recorded but the expired ones, duplicates are not rows), pending (queued or leased, whatever their age: they never expire), processing (leased, also when the lease ran out), processed (done), failed (dead), stale, expired (done, failed or stale past the TTL, awaiting purge), oldest_pending_age. Scans idempotency.inbox.';
 
-
 CREATE VIEW idem_outbox_stats AS
 SELECT o.topic,
        pg_catalog.count(*) FILTER (WHERE o.status OPERATOR(pg_catalog.=) 'pending') AS pending,
@@ -966,7 +965,6 @@ COMMENT ON VIEW idem_outbox_stats IS
     'Outbox events per topic: pending (not yet delivered, waiting included), waiting (pending, held back until available_at by deliver_after or a retry backoff), leased, dead, done (kept until the purge), oldest_pending_age (the lag: the oldest event pending or leased). Scans idempotency.outbox.';
 REVOKE ALL ON idem_stats, idem_inbox_stats, idem_outbox_stats FROM PUBLIC;
 GRANT SELECT ON idem_stats, idem_inbox_stats, idem_outbox_stats TO pg_monitor;
-
 
 -- Tenants apart (docs/tenants.md) ----------------------------------------------------------------
 -- Scope prefixes, inbox consumer prefixes and outbox topic prefixes bound to roles. A name that a
@@ -1066,7 +1064,6 @@ COMMENT ON VIEW idem_bindings IS
 -- group of its own; the per-key functions delegated to the worker that owns their key. What is
 -- already so is left alone; one row per object says what was done ('distributed', 'delegated')
 -- or that it already was ('unchanged').
---
 --
 -- The outbox is distributed by topic, in a co-location group of its own:
 -- - By topic, not by key: the primary key (event_id, topic) and the dedup index (topic,
