@@ -2,7 +2,7 @@
 #   make && make install          build and install into the server found by pg_config
 #   test/run-all                  the whole test suite (see README)
 EXTENSION = idempotency
-EXTVERSION = 0.8
+EXTVERSION = 1.0.0
 MODULE_big = idempotency
 
 # The server-independent core (core/, the canonicaliser in core/jcs/) is compiled into the
@@ -11,27 +11,14 @@ CORE_SRCS = $(sort $(wildcard core/*.cpp core/jcs/*.cpp))
 PG_SRCS = $(sort $(wildcard src/*.cpp))
 OBJS = $(PG_SRCS:.cpp=.o) $(CORE_SRCS:.cpp=.o)
 
-# Versions (DEVELOPERS.md "Versions and upgrades"): the install script of the first release,
-# idempotency--0.1.sql, is assembled from the per-feature files src/sql/[0-4]*.sql; every later
-# release ships only an upgrade script idempotency--A--B.sql assembled from its own parts
-# (0.1 -> 0.2: src/sql/5*.sql; 0.2 -> 0.3: src/sql/6*.sql; 0.3 -> 0.4: src/sql/7*.sql;
-# 0.4 -> 0.5: src/sql/8*.sql; 0.5 -> 0.6: src/sql/9*.sql; 0.6 -> 0.7: src/sql/a*.sql, the digits
-# being used up; 0.7 -> 0.8: src/sql/b*.sql).
-# CREATE EXTENSION without VERSION installs 0.1 and follows the update path to default_version (idempotency.control), so a fresh
-# install and an upgraded one run the same SQL.
-EXT_SQL_PARTS = $(sort $(wildcard src/sql/[0-4]*.sql))
-EXT_SQL_0_2 = $(sort $(wildcard src/sql/5*.sql))
-EXT_SQL_0_3 = $(sort $(wildcard src/sql/6*.sql))
-EXT_SQL_0_4 = $(sort $(wildcard src/sql/7*.sql))
-EXT_SQL_0_5 = $(sort $(wildcard src/sql/8*.sql))
-EXT_SQL_0_6 = $(sort $(wildcard src/sql/9*.sql))
-EXT_SQL_0_7 = $(sort $(wildcard src/sql/a*.sql))
-EXT_SQL_0_8 = $(sort $(wildcard src/sql/b*.sql))
-DATA_built = $(EXTENSION)--0.1.sql $(EXTENSION)--0.1--0.2.sql $(EXTENSION)--0.2--0.3.sql \
-             $(EXTENSION)--0.3--0.4.sql $(EXTENSION)--0.4--0.5.sql \
-             $(EXTENSION)--0.5--0.6.sql $(EXTENSION)--0.6--0.7.sql \
-             $(EXTENSION)--0.7--0.8.sql
-DATA = $(filter-out $(DATA_built),$(wildcard $(EXTENSION)--*--*.sql))
+# Versions (DEVELOPERS.md "Versions and upgrades"): src/sql/idempotency.sql is the install script
+# of the current version, the definition of every object once, copied to idempotency--1.0.0.sql;
+# a database of an older version is updated by the committed scripts src/sql/idempotency--A--B.sql
+# (0.7 and 0.8 -> 1.0.0), installed as they are. A release adds one such script and bumps
+# EXTVERSION and default_version (idempotency.control); test/run-all upgrade checks that a fresh
+# installation and an updated one have the same catalog.
+DATA_built = $(EXTENSION)--$(EXTVERSION).sql
+DATA = $(sort $(wildcard src/sql/$(EXTENSION)--*--*.sql))
 
 PG_CPPFLAGS = -Icore -Isrc
 PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-register \
@@ -51,28 +38,7 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-$(EXTENSION)--0.1.sql: $(EXT_SQL_PARTS)
-	cat $^ > $@
-
-$(EXTENSION)--0.1--0.2.sql: $(EXT_SQL_0_2)
-	cat $^ > $@
-
-$(EXTENSION)--0.2--0.3.sql: $(EXT_SQL_0_3)
-	cat $^ > $@
-
-$(EXTENSION)--0.3--0.4.sql: $(EXT_SQL_0_4)
-	cat $^ > $@
-
-$(EXTENSION)--0.4--0.5.sql: $(EXT_SQL_0_5)
-	cat $^ > $@
-
-$(EXTENSION)--0.5--0.6.sql: $(EXT_SQL_0_6)
-	cat $^ > $@
-
-$(EXTENSION)--0.6--0.7.sql: $(EXT_SQL_0_7)
-	cat $^ > $@
-
-$(EXTENSION)--0.7--0.8.sql: $(EXT_SQL_0_8)
-	cat $^ > $@
+$(EXTENSION)--$(EXTVERSION).sql: src/sql/$(EXTENSION).sql
+	cp $< $@
 
 $(OBJS): $(wildcard core/*.hpp core/*.h core/jcs/*.hpp src/*.hpp src/*.h)

@@ -234,8 +234,8 @@ SELECT idem_outbox_emit('a.orders', '{}') IS NOT NULL AS emitted;
 RESET ROLE;
 SELECT to_regclass('idempotency.bindings') AS bindings_table;
 SELECT (SELECT lanname FROM pg_language l WHERE l.oid = prolang) AS language, prosecdef FROM pg_proc WHERE oid = 'idem_stuck(interval)'::regprocedure;
-ALTER EXTENSION idempotency UPDATE TO '0.8';
--- idem_stuck checks as its caller from 0.8: C, not SECURITY DEFINER; its grants are kept
+ALTER EXTENSION idempotency UPDATE TO '1.0.0';
+-- idem_stuck checks as its caller from 0.8 on: C, not SECURITY DEFINER; its grants are kept
 SELECT (SELECT lanname FROM pg_language l WHERE l.oid = prolang) AS language, prosecdef, proconfig,
        has_function_privilege('idem_ten_users', oid, 'EXECUTE') AS users_execute,
        has_function_privilege('public', oid, 'EXECUTE') AS public_execute

@@ -147,7 +147,7 @@ enum InboxColumn {
     C_RECEIVED,
     C_UPDATED,
     C_EXPIRES,
-    C_AVAILABLE, // 0.5
+    C_AVAILABLE,
     C_COUNT
 };
 const char *const INBOX_COLUMNS[C_COUNT] = {
@@ -422,11 +422,6 @@ IDEM_PG_FUNCTION(idem_inbox_receive) {
     a.ttl_usec = positive_interval_arg(fcinfo, 8, idem::settings::inbox_ttl_s, "ttl",
                                        "idempotency.inbox_ttl");
     PG_RETURN_TEXT_P(cstring_to_text(receive(&a)));
-}
-
-// (inbox.hpp) Read on every call, as the direct insert reads it.
-bool idem::pg::inbox::inbox_has_available_at() {
-    return idem::pg::direct::resolve(&inbox_table).all_columns;
 }
 
 bool idem::pg::inbox::inbox_on_citus() {

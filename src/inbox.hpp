@@ -52,10 +52,6 @@ char status_char(int attno);
 // Advances the ordering guard of (consumer, entity_key) to seq; false when the event is stale.
 bool entity_apply(Datum consumer, Datum entity_key, int64 seq, Datum event_id, TimestampTz now);
 
-// True when idempotency.inbox has 0.5's column available_at (a 0.4 schema before ALTER EXTENSION
-// UPDATE has not).
-bool inbox_has_available_at();
-
 // True when idempotency.inbox is a Citus table (src/direct_access.hpp, citus_table).
 bool inbox_on_citus();
 

@@ -36,8 +36,7 @@ const char *const SQL_GET = "SELECT " EVENT_COLUMNS " FROM idempotency.inbox i" 
 // however small the table was when it was planned (a key lookup by event id got a sequential
 // scan of a small inbox, and kept it while the queue churned). An expired lease whose attempt
 // used up the budget ($5 > 0 attempts) makes the event failed (dead) instead; the caller leaves
-// such rows out of the result. From 0.5 a queued event is due at available_at (a retry's
-// backoff); a 0.4 schema, before ALTER EXTENSION UPDATE, has no such column (DUE_04).
+// such rows out of the result. A queued event is due at available_at (a retry's backoff).
 #define LEASE_USED_UP                                                                              \
     "(i.status OPERATOR(pg_catalog.=) 'processing' AND $5 OPERATOR(pg_catalog.>) 0 AND "           \
     "i.attempt OPERATOR(pg_catalog.>=) $5)"
@@ -52,35 +51,28 @@ const char *const SQL_GET = "SELECT " EVENT_COLUMNS " FROM idempotency.inbox i" 
     "expires_at = CASE WHEN " LEASE_USED_UP                                                        \
     " THEN " KEEP_AFTER_FINISH("$2") " ELSE i.expires_at END, "                                    \
                                      "updated_at = $2 "
-#define DUE_05                                                                                     \
+#define DUE                                                                                        \
     "((s.status OPERATOR(pg_catalog.=) 'received' AND (s.available_at IS NULL OR "                 \
     "s.available_at OPERATOR(pg_catalog.<=) $2)) OR s.lease_expires_at OPERATOR(pg_catalog.<=) "   \
     "$2)"
-#define DUE_04                                                                                     \
-    "(s.status OPERATOR(pg_catalog.=) 'received' OR s.lease_expires_at OPERATOR(pg_catalog.<=) "   \
-    "$2)"
-#define PICK(due)                                                                                  \
+#define PICK                                                                                       \
     "s.consumer OPERATOR(pg_catalog.=) $1 "                                                        \
     "AND s.status OPERATOR(pg_catalog.=) ANY ('{received,processing}'::pg_catalog.text[]) "        \
-    "AND " due " ORDER BY s.received_at, s.event_id LIMIT $3 FOR UPDATE SKIP LOCKED"
+    "AND " DUE " ORDER BY s.received_at, s.event_id LIMIT $3 FOR UPDATE SKIP LOCKED"
 #define TAKEN_RETURNING                                                                            \
     " RETURNING i.event_id, i.event_type, i.payload, i.attempt, i.entity_key, i.entity_seq, "      \
     "i.payload_hash, i.received_at, i.lease_expires_at, i.status) "                                \
     "SELECT * FROM taken ORDER BY received_at, event_id"
-#define NEXT(due)                                                                                  \
-    "WITH taken AS (" TAKE_SET "WHERE i.consumer OPERATOR(pg_catalog.=) $1 AND i.ctid "            \
-    "OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT s.ctid FROM idempotency.inbox s WHERE " PICK(        \
-        due) "))" TAKEN_RETURNING
+const char *const SQL_NEXT =
+    "WITH taken AS (" TAKE_SET "WHERE i.consumer OPERATOR(pg_catalog.=) $1 AND i.ctid "
+    "OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT s.ctid FROM idempotency.inbox s WHERE " PICK
+    "))" TAKEN_RETURNING;
 // The same on a Citus table, which refuses the row addresses (0A000): the batch joined back by
 // key, planned per call as Citus routes it to the consumer's shard.
-#define NEXT_CITUS(due)                                                                            \
-    "WITH picked AS (SELECT s.consumer, s.event_id FROM idempotency.inbox s WHERE " PICK(          \
-        due) "), taken AS (" TAKE_SET                                                              \
-             "FROM picked WHERE i.consumer OPERATOR(pg_catalog.=) picked.consumer "                \
-             "AND i.event_id OPERATOR(pg_catalog.=) picked.event_id" TAKEN_RETURNING
-// [0.4 schema, 0.5 schema]
-const char *const SQL_NEXT[2] = {NEXT(DUE_04), NEXT(DUE_05)};
-const char *const SQL_NEXT_CITUS[2] = {NEXT_CITUS(DUE_04), NEXT_CITUS(DUE_05)};
+const char *const SQL_NEXT_CITUS =
+    "WITH picked AS (SELECT s.consumer, s.event_id FROM idempotency.inbox s WHERE " PICK
+    "), taken AS (" TAKE_SET "FROM picked WHERE i.consumer OPERATOR(pg_catalog.=) picked.consumer "
+    "AND i.event_id OPERATOR(pg_catalog.=) picked.event_id" TAKEN_RETURNING;
 const Oid NEXT_TYPES[] = {TEXTOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT4OID};
 constexpr int NEXT_NCOLS = 9; // the result columns; RETURNING adds status
 
@@ -93,21 +85,19 @@ const Oid DONE_TYPES[] = {TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID};
 
 // A failed attempt: queued again, due at $7, when $5 (the caller decided the retry and its
 // backoff, src/leased_queue.cpp), else failed (dead) and kept as long as a done event would be.
-#define FAIL(available)                                                                            \
-    "UPDATE idempotency.inbox AS i SET status = CASE WHEN $5 THEN 'received' ELSE 'failed' END, "  \
-    "expires_at = CASE WHEN $5 THEN i.expires_at ELSE " KEEP_AFTER_FINISH(                         \
-        "$4") " END, " available                                                                   \
-              "lease_expires_at = NULL, last_error = $6, updated_at = $4" WHERE_EVENT              \
-              " AND i.attempt OPERATOR(pg_catalog.=) $3 AND i.status OPERATOR(pg_catalog.=) "      \
-              "'processing' "                                                                      \
-              "RETURNING i.status"
-// [0.4 schema (no backoff: due at once), 0.5 schema]
-const char *const SQL_FAIL[2] = {FAIL(""),
-                                 FAIL("available_at = CASE WHEN $5 THEN $7 ELSE NULL END, ")};
+const char *const SQL_FAIL =
+    "UPDATE idempotency.inbox AS i SET status = CASE WHEN $5 THEN 'received' ELSE 'failed' END, "
+    "expires_at = CASE WHEN $5 THEN i.expires_at ELSE " KEEP_AFTER_FINISH(
+        "$4") " END, "
+              "available_at = CASE WHEN $5 THEN $7 ELSE NULL END, "
+              "lease_expires_at = NULL, last_error = $6, updated_at = $4" WHERE_EVENT
+              " AND i.attempt OPERATOR(pg_catalog.=) $3 AND i.status OPERATOR(pg_catalog.=) "
+              "'processing' "
+              "RETURNING i.status";
 const Oid FAIL_TYPES[] = {TEXTOID, TEXTOID, INT4OID,       TIMESTAMPTZOID,
                           BOOLOID, TEXTOID, TIMESTAMPTZOID};
 
-SPIPlanPtr plan_get, plan_next[2], plan_next_citus[2], plan_done, plan_fail[2];
+SPIPlanPtr plan_get, plan_next, plan_next_citus, plan_done, plan_fail;
 
 const idem::pg::queue::Names NAMES{"inbox event", "idem_inbox_next", "received"};
 
@@ -176,10 +166,9 @@ IDEM_PG_FUNCTION(idem_inbox_next) {
     // One generic plan (the queue index in its order, then the rows by address): custom plans,
     // which the plan cache would keep choosing for LIMIT $3, cost a planning per call (issue 18:
     // 650k of 1.2M instructions).
-    int v05 = inbox_has_available_at() ? 1 : 0;
     SPIPlanPtr plan = inbox_on_citus()
-                          ? saved_plan(&plan_next_citus[v05], SQL_NEXT_CITUS[v05], 5, NEXT_TYPES, 0)
-                          : saved_plan(&plan_next[v05], SQL_NEXT[v05], 5, NEXT_TYPES);
+                          ? saved_plan(&plan_next_citus, SQL_NEXT_CITUS, 5, NEXT_TYPES, 0)
+                          : saved_plan(&plan_next, SQL_NEXT, 5, NEXT_TYPES);
     Datum v[5] = {consumer, TimestampTzGetDatum(now), Int64GetDatum(batch),
                   TimestampTzGetDatum(lease_expires), Int32GetDatum(max_attempts)};
     idem::pg::queue::lease_batch(plan, v, 2, batch, NEXT_NCOLS, 'p', idem::operations::InboxDead,
@@ -237,8 +226,7 @@ IDEM_PG_FUNCTION(idem_inbox_fail) {
 
     idem::pg::SavedUser su;
     idem::pg::enter(&su);
-    int v05 = inbox_has_available_at() ? 1 : 0;
-    saved_plan(&plan_fail[v05], SQL_FAIL[v05], 7, FAIL_TYPES);
+    saved_plan(&plan_fail, SQL_FAIL, 7, FAIL_TYPES);
     Datum v[7] = {consumer,
                   event_id,
                   Int32GetDatum(attempt),
@@ -248,7 +236,7 @@ IDEM_PG_FUNCTION(idem_inbox_fail) {
                   TimestampTzGetDatum(retry.available)};
     char n[7] = {' ', ' ', ' ', ' ', ' ', err_null ? 'n' : ' ', ' '};
     Datum keyv[2] = {consumer, event_id};
-    if (exec(plan_fail[v05], v, n, false, 0) != 1)
+    if (exec(plan_fail, v, n, false, 0) != 1)
         explain_refusal(keyv, attempt, "fail");
     char status = status_char(1);
     idem::pg::leave(&su);

@@ -1,5 +1,5 @@
 // Purging: idem_purge_batch, the bounded step that idem_purge and idem_purge_loop
-// (src/sql/40_lifecycle.sql) repeat.
+// (src/sql/idempotency.sql, section "Lifecycle") repeat.
 //
 // A batch walks a table in physical order with a TID range scan that starts after the previous
 // batch's last row, so a full pass reads the table once and needs no index on expires_at (such an

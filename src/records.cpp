@@ -22,14 +22,12 @@ extern "C" {
 namespace idem::pg::records {
 
 namespace {
-const char *const SQL_GET[2] = {"SELECT " RECORD_COLUMNS " FROM idempotency.records r" WHERE_KEY,
-                                "SELECT " RECORD_COLUMNS_06
-                                " FROM idempotency.records r" WHERE_KEY};
-SPIPlanPtr plan_get_slot[2];
+const char *const SQL_GET = "SELECT " RECORD_COLUMNS " FROM idempotency.records r" WHERE_KEY;
+SPIPlanPtr plan_get_slot;
 } // namespace
 
-SPIPlanPtr plan_get(bool with_body) {
-    return saved_plan(&plan_get_slot[with_body], SQL_GET[with_body], 2, KEY_TYPES);
+SPIPlanPtr plan_get() {
+    return saved_plan(&plan_get_slot, SQL_GET, 2, KEY_TYPES);
 }
 
 void scope_key_args(FunctionCallInfo fcinfo, Datum *scope, Datum *key) {
@@ -113,7 +111,6 @@ using namespace idem::pg::records;
 // after the finish as its TTL window was long at the claim. The new expiry is computed in UTC
 // (timestamp arithmetic, a day is 24 hours) with immutable functions only: Citus refuses STABLE
 // ones (timestamptz + interval) on columns of a distributed table (0A000).
-// The second form (0.6) also stores the response's exact body bytes and headers.
 #define FINISH_SET                                                                                 \
     "UPDATE idempotency.records AS r SET status = $4, retryable = $5, resource_id = $6, "          \
     "response = $7, response_status = $8, updated_at = $9, lease_expires_at = NULL, "              \
@@ -123,8 +120,8 @@ using namespace idem::pg::records;
 #define FINISH_WHERE                                                                               \
     WHERE_KEY " AND r.attempt OPERATOR(pg_catalog.=) $3 AND r.status OPERATOR(pg_catalog.=) "      \
               "'processing'"
-const char *const SQL_FINISH[2] = {FINISH_SET FINISH_WHERE, FINISH_SET
-                                   ", response_body = $10, response_headers = $11" FINISH_WHERE};
+const char *const SQL_FINISH =
+    FINISH_SET ", response_body = $10, response_headers = $11" FINISH_WHERE;
 const Oid FINISH_TYPES[] = {TEXTOID,  TEXTOID, INT4OID,        TEXTOID,  BOOLOID, TEXTOID,
                             JSONBOID, INT4OID, TIMESTAMPTZOID, BYTEAOID, JSONBOID};
 
@@ -134,7 +131,7 @@ const char *const SQL_HEARTBEAT =
     " AND r.attempt OPERATOR(pg_catalog.=) $3 AND r.status OPERATOR(pg_catalog.=) 'processing'";
 const Oid HEARTBEAT_TYPES[] = {TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
-SPIPlanPtr plan_finish[2], plan_heartbeat;
+SPIPlanPtr plan_finish, plan_heartbeat;
 
 // NULL-aware byte-wise equality of two text values (no collation is involved).
 bool text_equal(bool a_null, Datum a, bool b_null, Datum b) {
@@ -178,7 +175,6 @@ struct Outcome {
     Datum resp;
     bool st_null;
     Datum st;
-    bool v06; // called with 0.6's response_body and response_headers arguments
     bool body_null;
     Datum body;
     bool headers_null;
@@ -195,8 +191,6 @@ bool same_outcome(const idem::RecordState &st, const char *stored, const Outcome
     same = same && jsonb_equal(isnull, v, o.resp_null, o.resp);
     v = col(0, C_RESPONSE_STATUS, &isnull);
     same = same && int4_equal(isnull, v, o.st_null, o.st);
-    if (!o.v06)
-        return same;
     v = col(0, C_RESPONSE_BODY, &isnull);
     same = same && bytea_equal(isnull, v, o.body_null, o.body);
     v = col(0, C_RESPONSE_HEADERS, &isnull);
@@ -204,8 +198,8 @@ bool same_outcome(const idem::RecordState &st, const char *stored, const Outcome
 }
 
 // The record of keyv (IK001 when there is none), read into SPI row 0.
-idem::RecordState read_or_not_found(Datum *keyv, const char *action, bool v06) {
-    if (exec(plan_get(v06), keyv, nullptr, false, 1) == 0)
+idem::RecordState read_or_not_found(Datum *keyv, const char *action) {
+    if (exec(plan_get(), keyv, nullptr, false, 1) == 0)
         ereport(ERROR, (errcode(IK_NOT_FOUND), errmsg("idempotency key not found"),
                         errdetail("No record exists for scope \"%s\" and key \"%s\": it was "
                                   "never claimed, or it expired and was purged.",
@@ -221,7 +215,7 @@ idem::RecordState read_or_not_found(Datum *keyv, const char *action, bool v06) {
 // finish is the outcome of a complete/fail, NULL for a heartbeat), or false when the record
 // changed between the update and this read (try again).
 bool explain_refusal(Datum *keyv, int32 attempt, const char *action, const Outcome *finish) {
-    idem::RecordState st = read_or_not_found(keyv, action, finish != nullptr && finish->v06);
+    idem::RecordState st = read_or_not_found(keyv, action);
     if (st.status == idem::Status::Processing) {
         if (attempt > st.attempt)
             ereport(ERROR, (errcode(IK_FENCED), errmsg("attempt %d does not own this key", attempt),
@@ -262,12 +256,9 @@ bool explain_refusal(Datum *keyv, int32 attempt, const char *action, const Outco
     pg_unreachable();
 }
 
-// 0.6's trailing arguments of idem_complete / idem_fail (arguments 6 and 7) into o, checked.
+// The response_body and response_headers arguments of idem_complete / idem_fail (arguments 6
+// and 7) into o, checked.
 void body_args(FunctionCallInfo fcinfo, Outcome *o) {
-    o->v06 = PG_NARGS() >= 8;
-    o->body_null = o->headers_null = true;
-    if (!o->v06)
-        return;
     o->body_null = PG_ARGISNULL(6);
     o->body = o->body_null ? (Datum)0 : PG_GETARG_DATUM(6);
     o->headers_null = PG_ARGISNULL(7);
@@ -294,8 +285,7 @@ Datum finish(FunctionCallInfo fcinfo, Outcome o, int resp_arg, int status_arg, c
 
     idem::pg::SavedUser su;
     idem::pg::enter(&su);
-    int nparams = o.v06 ? 11 : 9;
-    SPIPlanPtr plan = saved_plan(&plan_finish[o.v06], SQL_FINISH[o.v06], nparams, FINISH_TYPES);
+    SPIPlanPtr plan = saved_plan(&plan_finish, SQL_FINISH, 11, FINISH_TYPES);
     Datum v[11] = {scope,
                    key,
                    Int32GetDatum(attempt),
@@ -385,8 +375,7 @@ IDEM_PG_FUNCTION(idem_lookup) {
     Datum keyv[2] = {scope, key};
     // Normally one row. Under REPEATABLE READ / SERIALIZABLE a transaction that claimed the key
     // after a purge it cannot see deleted the old, expired record sees both: the live one counts.
-    bool v06 = rsinfo->setDesc->natts >= 12; // 0.6's result has response_body, response_headers
-    uint64 n = exec(plan_get(v06), keyv, nullptr, true, 0);
+    uint64 n = exec(plan_get(), keyv, nullptr, true, 0);
     uint64 live = n;
     for (uint64 r = 0; r < n && live == n; r++) {
         idem::RecordState st = read_state(r);
@@ -400,13 +389,12 @@ IDEM_PG_FUNCTION(idem_lookup) {
         static const bool byvals[C_NCOLS] = {false, true, false, true, true,  false, true,
                                              true,  true, true,  true, false, false};
         // Output columns: status, fingerprint, attempt, resource_id, response, response_status,
-        // created_at, updated_at, lease_expires_at, expires_at (0.5), response_body,
-        // response_headers (0.6).
+        // created_at, updated_at, lease_expires_at, expires_at, response_body, response_headers.
         static const int order[12] = {C_STATUS,      C_FINGERPRINT,   C_ATTEMPT,
                                       C_RESOURCE_ID, C_RESPONSE,      C_RESPONSE_STATUS,
                                       C_CREATED,     C_UPDATED,       C_LEASE_EXPIRES,
                                       C_EXPIRES,     C_RESPONSE_BODY, C_RESPONSE_HEADERS};
-        for (int i = 0; i < (v06 ? 12 : 10); i++) {
+        for (int i = 0; i < 12; i++) {
             int c = order[i];
             values[i] =
                 copy_col(outer, c, lens[c - 1], byvals[c - 1] && lens[c - 1] > 0, &nulls[i], live);

@@ -25,10 +25,8 @@ namespace idem::pg::records {
     "r.attempt::pg_catalog.int4, r.resource_id::pg_catalog.text, r.response::pg_catalog.jsonb, "   \
     "r.response_status::pg_catalog.int4, r.lease_expires_at::pg_catalog.timestamptz, "             \
     "r.expires_at::pg_catalog.timestamptz, r.created_at::pg_catalog.timestamptz, "                 \
-    "r.updated_at::pg_catalog.timestamptz"
-// 0.6's table adds the stored response's exact body bytes and headers (replay fidelity).
-#define RECORD_COLUMNS_06                                                                          \
-    RECORD_COLUMNS ", r.response_body::pg_catalog.bytea, r.response_headers::pg_catalog.jsonb"
+    "r.updated_at::pg_catalog.timestamptz, r.response_body::pg_catalog.bytea, "                    \
+    "r.response_headers::pg_catalog.jsonb"
 enum RecordCol {
     C_STATUS = 1,
     C_RETRYABLE,
@@ -41,7 +39,7 @@ enum RecordCol {
     C_EXPIRES,
     C_CREATED,
     C_UPDATED,
-    C_RESPONSE_BODY, // RECORD_COLUMNS_06 only
+    C_RESPONSE_BODY,
     C_RESPONSE_HEADERS,
     C_NCOLS = C_RESPONSE_HEADERS
 };
@@ -50,10 +48,9 @@ enum RecordCol {
 // Parameter types of a statement on (scope, key).
 inline const Oid KEY_TYPES[] = {TEXTOID, TEXTOID};
 
-// The saved SELECT of a record by ($1 scope, $2 key), without a lock (lookers never block the
-// owner's complete or heartbeat): RECORD_COLUMNS, or RECORD_COLUMNS_06 when with_body (only on
-// a 0.6 table: records_direct.hpp's records_have_response_body). Call while connected to SPI.
-SPIPlanPtr plan_get(bool with_body = false);
+// The saved SELECT of a record's RECORD_COLUMNS by ($1 scope, $2 key), without a lock (lookers
+// never block the owner's complete or heartbeat). Call while connected to SPI.
+SPIPlanPtr plan_get();
 
 // Validated scope and key arguments (arguments 0 and 1 of every function here).
 void scope_key_args(FunctionCallInfo fcinfo, Datum *scope, Datum *key);
@@ -74,7 +71,7 @@ Datum copy_col(MemoryContext cxt, int attno, int16 typlen, bool byval, bool *isn
 // NULL-aware equality of two bytea values.
 bool bytea_equal(bool a_null, Datum a, bool b_null, Datum b);
 
-// The columns of idem_claim_result (0.5's type has the first seven).
+// The columns of idem_claim_result.
 constexpr int CLAIM_COLUMNS = 9;
 
 // One claim of idem_claim's arguments in fcinfo: the result row's columns into values and nulls,

@@ -37,27 +37,26 @@ const Oid INSERT_TYPES[] = {TEXTOID,        TEXTOID,        BYTEAOID,
 // A claim that finds the key reads the record without locking it (plan_get). Under REPEATABLE
 // READ / SERIALIZABLE it takes FOR KEY SHARE, which conflicts with none of the record's updates
 // but raises 40001 when the row changed after the transaction's snapshot.
-const char *const SQL_GET_SHARE[2] = {
-    "SELECT " RECORD_COLUMNS " FROM idempotency.records r" WHERE_KEY " FOR KEY SHARE",
-    "SELECT " RECORD_COLUMNS_06 " FROM idempotency.records r" WHERE_KEY " FOR KEY SHARE"};
+const char *const SQL_GET_SHARE =
+    "SELECT " RECORD_COLUMNS " FROM idempotency.records r" WHERE_KEY " FOR KEY SHARE";
 
 // Compare-and-set takeover: succeeds only while the record is still in the state the decision
 // was made on (same attempt, status and retryable flag, and no live lease). Under READ
 // COMMITTED a concurrent change is waited for and the condition re-checked on the new row
 // version, so of two racing takers exactly one wins. fresh (TTL expired) also replaces the
-// fingerprint and creation time. The second form clears 0.6's stored body and headers too.
+// fingerprint and creation time.
 #define TAKE_SET                                                                                   \
     "UPDATE idempotency.records AS r SET status = 'processing', retryable = false, "               \
     "attempt = $3 OPERATOR(pg_catalog.+) 1, resource_id = NULL, response = NULL, "                 \
-    "response_status = NULL, fingerprint = CASE WHEN $8 THEN $4 ELSE r.fingerprint END, "          \
+    "response_status = NULL, response_body = NULL, response_headers = NULL, "                      \
+    "fingerprint = CASE WHEN $8 THEN $4 ELSE r.fingerprint END, "                                  \
     "created_at = CASE WHEN $8 THEN $5 ELSE r.created_at END, updated_at = $5, "                   \
     "lease_expires_at = $6, expires_at = $7"
 #define TAKE_WHERE                                                                                 \
     WHERE_KEY " AND r.attempt OPERATOR(pg_catalog.=) $3 AND r.status OPERATOR(pg_catalog.=) $9"    \
               " AND r.retryable OPERATOR(pg_catalog.=) $10"                                        \
               " AND (r.lease_expires_at IS NULL OR r.lease_expires_at OPERATOR(pg_catalog.<=) $5)"
-const char *const SQL_TAKE[2] = {TAKE_SET TAKE_WHERE, TAKE_SET
-                                 ", response_body = NULL, response_headers = NULL" TAKE_WHERE};
+const char *const SQL_TAKE = TAKE_SET TAKE_WHERE;
 const Oid TAKE_TYPES[] = {TEXTOID,        TEXTOID,        INT4OID, BYTEAOID, TIMESTAMPTZOID,
                           TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID, TEXTOID,  BOOLOID};
 
@@ -73,7 +72,7 @@ const char *const SQL_RESTAMP =
 const Oid RESTAMP_TYPES[] = {TEXTOID,        TEXTOID,        TIMESTAMPTZOID,
                              TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
-SPIPlanPtr plan_insert, plan_get_share[2], plan_take[2], plan_restamp;
+SPIPlanPtr plan_insert, plan_get_share, plan_take, plan_restamp;
 
 // An insert that took longer than this (it waited for another transaction) restarts the lease.
 constexpr int64 RESTAMP_AFTER_USEC = 10000;
@@ -129,7 +128,6 @@ uint64 insert_nowait(Datum *values, const char *nulls, bool *busy) {
 }
 
 // The claim's result row, filled by the claim's rounds.
-// (A 0.5 result type has no O_BODY and O_HEADERS: heap_form_tuple reads only its columns.)
 enum ClaimOut {
     O_OUTCOME,
     O_ATTEMPT,
@@ -176,7 +174,6 @@ struct Claim {
     bool wait;
     bool snapshot_xact; // REPEATABLE READ / SERIALIZABLE
     bool direct;        // insert and read through the access methods (records_direct.hpp)
-    bool v06;           // the table has 0.6's response_body and response_headers
     MemoryContext outer;
     LazySpi spi;
     TimestampTz now;
@@ -206,7 +203,6 @@ void claim_args(FunctionCallInfo fcinfo, Claim *c) {
     c->snapshot_xact = IsolationUsesXactSnapshot();
     // wait => false keeps the SPI insert: it needs a subtransaction with a lock timeout.
     c->direct = c->wait && idem::settings::direct_access_on();
-    c->v06 = idem::pg::records_have_response_body();
 }
 
 // How a step of a round ended.
@@ -218,7 +214,7 @@ enum class Step {
 };
 
 // The record of the key, read from the SPI result into *out (varlena values copied into cxt).
-void read_spi_record(MemoryContext cxt, bool v06, idem::pg::StoredRecord *out) {
+void read_spi_record(MemoryContext cxt, idem::pg::StoredRecord *out) {
     bool isnull;
     idem::RecordState st = read_state();
     out->status = st.status == idem::Status::Processing  ? 'p'
@@ -230,11 +226,8 @@ void read_spi_record(MemoryContext cxt, bool v06, idem::pg::StoredRecord *out) {
     out->resource_id = copy_col(cxt, C_RESOURCE_ID, -1, false, &out->resource_id_null);
     out->response = copy_col(cxt, C_RESPONSE, -1, false, &out->response_null);
     out->response_status = DatumGetInt32(col(0, C_RESPONSE_STATUS, &out->response_status_null));
-    out->body_null = out->headers_null = true;
-    if (v06) {
-        out->body = copy_col(cxt, C_RESPONSE_BODY, -1, false, &out->body_null);
-        out->headers = copy_col(cxt, C_RESPONSE_HEADERS, -1, false, &out->headers_null);
-    }
+    out->body = copy_col(cxt, C_RESPONSE_BODY, -1, false, &out->body_null);
+    out->headers = copy_col(cxt, C_RESPONSE_HEADERS, -1, false, &out->headers_null);
     out->lease_null = !st.has_lease;
     out->lease_expires_at = st.lease_expires;
     out->expires_at = DatumGetTimestampTz(col(0, C_EXPIRES, &isnull));
@@ -330,20 +323,19 @@ Step read_existing(Claim *c, bool busy, idem::pg::StoredRecord *rec) {
         // or an in_progress with the owner's attempt and lease; anything else (no committed
         // row, a takeover that would have to wait) is in_progress with nothing known.
         // REPEATABLE READ / SERIALIZABLE answer that at once.
-        if (c->snapshot_xact || exec(plan_get(c->v06), c->keyv, nullptr, false, 1) == 0) {
+        if (c->snapshot_xact || exec(plan_get(), c->keyv, nullptr, false, 1) == 0) {
             c->res.outcome = "in_progress";
             return Step::Done;
         }
     } else {
         // The insert has waited for any transaction that was inserting or changing the record:
         // this read sees the latest committed state.
-        SPIPlanPtr get = c->snapshot_xact ? saved_plan(&plan_get_share[c->v06],
-                                                       SQL_GET_SHARE[c->v06], 2, KEY_TYPES)
-                                          : plan_get(c->v06);
+        SPIPlanPtr get = c->snapshot_xact ? saved_plan(&plan_get_share, SQL_GET_SHARE, 2, KEY_TYPES)
+                                          : plan_get();
         if (exec(get, c->keyv, nullptr, false, 1) == 0)
             return Step::Again;
     }
-    read_spi_record(c->outer, c->v06, rec);
+    read_spi_record(c->outer, rec);
     return Step::Found;
 }
 
@@ -366,8 +358,8 @@ Step take_over(Claim *c, const idem::RecordState &st, idem::ClaimDecision d) {
                       CStringGetTextDatum(status_text(st.status)),
                       BoolGetDatum(st.retryable)};
     char take_nulls[10] = {' ', ' ', ' ', c->fp_null ? 'n' : ' ', ' ', ' ', ' ', ' ', ' ', ' '};
-    saved_plan(&plan_take[c->v06], SQL_TAKE[c->v06], 10, TAKE_TYPES);
-    if (exec(plan_take[c->v06], take, take_nulls, false, 0) != 1)
+    saved_plan(&plan_take, SQL_TAKE, 10, TAKE_TYPES);
+    if (exec(plan_take, take, take_nulls, false, 0) != 1)
         return Step::Again;
     c->res.outcome = idem::pg::call_cpp([&] { return idem::outcome_name(d); });
     set_out(&c->res, O_ATTEMPT, Int32GetDatum(next));

@@ -1,4 +1,4 @@
-// idem_claim_support: the planner support function of idem_claim (0.7).
+// idem_claim_support: the planner support function of idem_claim.
 //
 // PostgreSQL fills a call's omitted arguments with their defaults at planning, and the executor
 // then prepares and evaluates one expression per argument on every execution of the plan.

@@ -31,7 +31,7 @@ enum Column {
     A_UPDATED,
     A_LEASE_EXPIRES,
     A_EXPIRES,
-    A_RESPONSE_BODY, // 0.6
+    A_RESPONSE_BODY,
     A_RESPONSE_HEADERS,
     A_COUNT
 };
@@ -138,12 +138,6 @@ InsertResult insert_new(const NewRecord &rec, bool read, MemoryContext cxt, Stor
     set(A_EXPIRES, TimestampTzGetDatum(rec.expires_at));
     ReadArgs args{cxt, out};
     return direct::insert(&records, "idem_claim", v, n, read ? read_conflict : nullptr, &args);
-}
-
-// (records_direct.hpp) The direct table's resolution knows: a 0.5 table lacks the two columns (and
-// is then not plain: claims take the SQL path until ALTER EXTENSION idempotency UPDATE).
-bool records_have_response_body() {
-    return direct::resolve(&records).all_columns;
 }
 
 } // namespace idem::pg

@@ -20,7 +20,7 @@ struct StoredRecord {
     bool retryable;
     int32 attempt;
     bool fingerprint_null, resource_id_null, response_null, response_status_null, lease_null;
-    bool body_null, headers_null; // always NULL on a 0.5 table
+    bool body_null, headers_null;
     Datum fingerprint, resource_id, response, body, headers;
     int32 response_status;
     TimestampTz lease_expires_at, expires_at;
@@ -42,9 +42,5 @@ using direct::InsertResult;
 // committed version into *out, varlena values copied into cxt: Read; with read false, Exists.
 // Raises 25006 in a read-only transaction or during recovery.
 InsertResult insert_new(const NewRecord &rec, bool read, MemoryContext cxt, StoredRecord *out);
-
-// True when idempotency.records has 0.6's response_body and response_headers: the library
-// serves a 0.5 schema too, until ALTER EXTENSION idempotency UPDATE.
-bool records_have_response_body();
 
 } // namespace idem::pg

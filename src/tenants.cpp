@@ -1,4 +1,4 @@
-// Tenants apart (0.8, docs/tenants.md): the bindings of idempotency.bindings, kept per backend,
+// Tenants apart (docs/tenants.md): the bindings of idempotency.bindings, kept per backend,
 // and the checks every stateful function makes before it reads or writes anything.
 //
 // The functions run as the extension owner around their SPI calls (src/spi_util.hpp) and the

@@ -1,7 +1,8 @@
-// Tenants apart (0.8, docs/tenants.md): scope prefixes, inbox consumers and outbox topics bound
+// Tenants apart (docs/tenants.md): scope prefixes, inbox consumers and outbox topics bound
 // to roles in idempotency.bindings. A name that a binding matches (the longest matching prefix of
 // its kind) may be used only by members of the bound role; a name no binding matches stays open.
-// With no binding, or without the table (a 0.7 schema), every check is one branch.
+// With no binding, or without the table (a 0.7 schema, until ALTER EXTENSION UPDATE), every
+// check is one branch.
 #pragma once
 
 #include "pg_cpp.hpp"

@@ -1,4 +1,4 @@
-// idem_stuck (0.8 in C; 0.1 to 0.7: PL/pgSQL, SECURITY DEFINER): the processing records whose
+// idem_stuck (C from 0.8; 0.7's is PL/pgSQL, SECURITY DEFINER): the processing records whose
 // lease ended at least older_than ago, only those of scopes the caller may use when scope
 // bindings exist (docs/tenants.md). A SECURITY DEFINER function runs as its owner and cannot
 // tell who called it; this one checks as the caller and reads as the owner (idem::pg::enter).
@@ -17,7 +17,7 @@ extern "C" {
 
 namespace {
 
-// The stuck records, oldest lease first, as 0.1's PL/pgSQL listed them. Planned per call (the
+// The stuck records, oldest lease first, as 0.7's PL/pgSQL lists them. Planned per call (the
 // plan cache chooses, cursor_options 0): a generic plan is made without sequential scans, and
 // the whole table is read here.
 const char *const SQL_STUCK =

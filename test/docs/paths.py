@@ -28,6 +28,11 @@ ALLOWED = {
     "src/backend": "PostgreSQL's source tree, not this repository's (src/fingerprints_fast.cpp)",
     "src/port": "PostgreSQL's source tree, not this repository's (test/cassert/build-server)",
 }
+# Frozen text that names the tree it was made from, not this one: its paths are history.
+FROZEN = {
+    "test/upgrade/idempotency--0.7.sql": "0.7's install as commit 51ad4b2 built it (never edited)",
+    "test/upgrade/idempotency--0.7--0.8.sql": "0.8's update as commit 51ad4b2 built it (never edited)",
+}
 WALK_SKIP = {".git", "build", "results", "tmp_check", "log", "output_iso", "bin", "node_modules", "__pycache__"}
 C_LIKE = (".cpp", ".hpp", ".h", ".c", ".js", ".go")
 SCRIPT_DIRS = ("test/", "demo/", "bench/", ".ci/", "examples/")
@@ -154,6 +159,8 @@ def exists(p):
 def main():
     checked, missing = 0, []
     for path in FILES:
+        if path in FROZEN:
+            continue
         try:
             with open(os.path.join(ROOT, path), encoding="utf-8") as f:
                 text = f.read()

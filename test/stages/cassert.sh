@@ -76,6 +76,7 @@ build_module() { # prefix dir
     sync_tree "$dir"
     # CFLAGS/CXXFLAGS of that server carry the sanitizers; PGXS adds them to the module's.
     if ! { make -C "$dir" -s -j2 PG_CONFIG="$prefix/bin/pg_config" &&
+        "$dir/test/upgrade/scripts" prune "$prefix/bin/pg_config" &&
         make -C "$dir" -s PG_CONFIG="$prefix/bin/pg_config" install; } >"$OUT/module-build.log" 2>&1; then
         tail -n 30 "$OUT/module-build.log"
         return 1
@@ -114,8 +115,10 @@ timed() { # name command... ; runs a suite, records its time and verdict
 run_regress() { # prefix dir
     local rc tests
     tests=$(find sql -name '*.sql' ! -name memory.sql -printf '%f\n' | sed 's/\.sql$//' | sort | tr '\n' ' ')
+    "$2/test/upgrade/scripts" add "$1/bin/pg_config" || return 1
     make -C "$2" -s PG_CONFIG="$1/bin/pg_config" REGRESS="$tests" installcheck 2>&1 | tail -n 40
     rc=${PIPESTATUS[0]}
+    "$2/test/upgrade/scripts" remove "$1/bin/pg_config" || rc=1
     [ "$rc" = 0 ] || { [ -f "$2/regression.diffs" ] && head -n 200 "$2/regression.diffs"; }
     return "$rc"
 }

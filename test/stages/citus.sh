@@ -708,97 +708,46 @@ expect "idem_stuck() on the coordinator" "$(q 0 "SELECT string_agg(scope || '/' 
 expect "idem_stats: stuck over the cluster" "$(q 0 "SELECT sum(stuck) FROM idem_stats WHERE scope LIKE 'stuck-%'")" 2
 say "idem_stuck() and idem_stats on the coordinator list the stuck operation of each worker ($stuck_scopes )"
 
-# Upgrading a distributed cluster from 0.4: ALTER EXTENSION idempotency UPDATE on the coordinator
-# (Citus runs it on the workers too) adds the inbox's available_at to every inbox shard and makes
-# the outbox a local table; a second idem_distribute() distributes it (an event emitted before
-# moves into its shard) and delegates idem_outbox_next, leaving the rest as it was.
+# Upgrading a distributed cluster from 0.7 (the frozen fixture test/upgrade/idempotency--0.7.sql,
+# in the nodes' extension directory for this part only: test/upgrade/scripts): ALTER EXTENSION
+# idempotency UPDATE on the coordinator (Citus runs it on the workers too) brings every node to
+# 1.0.0: the purge procedures pin their search path, idem_schedule_purge gains run_as, the
+# tenants' bindings table, idem_stuck in C. idem_claim and the other delegated functions are not
+# recreated, so their delegation stands; the delegated calls answer as before.
 q 0 "DROP TABLE orders" >/dev/null || fail "DROP TABLE orders"
 q 0 "DROP EXTENSION idempotency CASCADE" >/dev/null || fail "DROP EXTENSION idempotency"
-q 0 "CREATE EXTENSION idempotency VERSION '0.4'" || fail "CREATE EXTENSION idempotency VERSION '0.4'"
-expect "idem_distribute() of 0.4 (changed rows)" "$(q 0 "SELECT count(*) FROM idem_distribute()")" 14
-s=$(scope_on 1 upgrade)
-c=$(scope_on 2 upgrade)
-expect "0.4: claim" "$(qv 0 "SELECT outcome FROM idem_claim('$s', 'k', '\\x01')")" claimed
-expect "0.4: complete" "$(qv 0 "SELECT idem_complete('$s', 'k', 1, 'r')")" t
-expect "0.4: queued inbox entry" "$(qv 0 "SELECT idem_inbox_receive('$c', 'job', enqueue => true)")" new
-expect "ALTER EXTENSION idempotency UPDATE TO '0.5'" "$(qv 0 "ALTER EXTENSION idempotency UPDATE TO '0.5'")" ""
-expect "versions (coordinator worker1 worker2)" \
-    "$(for i in 0 1 2; do q $i "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"; done | paste -sd' ')" "0.5 0.5 0.5"
-expect "inbox placements with available_at" \
-    "$(q 0 "SELECT count(*) FROM run_command_on_placements('idempotency.inbox', \$\$SELECT count(*) FROM pg_attribute WHERE attrelid = '%s'::regclass AND attname = 'available_at'\$\$) WHERE result = '1'")" \
-    "$(q 0 "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'idempotency.inbox'::regclass")"
-ut=upgrade-topic
-expect "emit before the outbox is distributed" "$(qv 0 "SELECT idem_outbox_emit('$ut', '{\"n\": 1}'::jsonb, 'A') IS NOT NULL")" t
-expect "idem_distribute() after the update (what changed)" \
-    "$(q 0 "SELECT string_agg(object || ': ' || action, ', ' ORDER BY object) FROM idem_distribute() WHERE action NOT LIKE 'unchanged%'")" \
-    "idempotency.outbox: distributed by topic, public.idem_outbox_next(text,integer,interval): delegated by topic"
-expect "rows in the shell tables idempotency.outbox" "$(shell_rows outbox)" "0 0 0"
-expect "the event emitted before, in the shards" "$(q 0 "SELECT count(*) FROM idempotency.outbox WHERE topic = '$ut'")" 1
-expect "0.5 after the update: replay" "$(qv 0 "SELECT outcome || ' ' || resource_id FROM idem_claim('$s', 'k', '\\x01')")" "replayed r"
-expect "0.5 after the update: inbox next" "$(qv 0 "SELECT event_id || ' ' || attempt FROM idem_inbox_next('$c', 10)")" "job 1"
-expect "0.5 after the update: outbox next" "$(qv 0 "SELECT payload->>'n' FROM idem_outbox_next('$ut', 10)")" 1
-say "0.4 -> 0.5 on the cluster: ALTER EXTENSION UPDATE on every node, available_at in every inbox shard; a second idem_distribute() distributed the outbox (its event moved into the shard) and delegated idem_outbox_next; replay, inbox next, outbox next"
-
-# 0.5 -> 0.6: response_body and response_headers in every records shard and in idem_claim_result
-# on every node; idem_complete, idem_fail and idem_lookup are recreated (new arguments, new
-# columns), so a second idem_distribute() delegates them again.
-expect "ALTER EXTENSION idempotency UPDATE TO '0.6'" "$(qv 0 "ALTER EXTENSION idempotency UPDATE TO '0.6'")" ""
-expect "versions 0.6 (coordinator worker1 worker2)" \
-    "$(for i in 0 1 2; do q $i "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"; done | paste -sd' ')" "0.6 0.6 0.6"
-expect "records placements with response_body and response_headers" \
-    "$(q 0 "SELECT count(*) FROM run_command_on_placements('idempotency.records', \$\$SELECT count(*) FROM pg_attribute WHERE attrelid = '%s'::regclass AND attname IN ('response_body', 'response_headers')\$\$) WHERE result = '2'")" \
-    "$(q 0 "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'idempotency.records'::regclass")"
-expect "idem_claim_result columns (coordinator worker1 worker2)" \
-    "$(for i in 0 1 2; do q $i "SELECT count(*) FROM pg_attribute WHERE attrelid = 'idem_claim_result'::regclass AND attnum > 0"; done | paste -sd' ')" "9 9 9"
-expect "0.6 after the update: a 0.5 record replays" "$(qv 0 "SELECT outcome || ' ' || resource_id || ' ' || coalesce(response_body::text, 'no body') FROM idem_claim('$s', 'k', '\\x01')")" "replayed r no body"
-expect "idem_distribute() after the update to 0.6 (what changed)" \
-    "$(q 0 "SELECT string_agg(object || ': ' || action, ', ' ORDER BY object) FROM idem_distribute() WHERE action NOT LIKE 'unchanged%'")" \
-    "public.idem_complete(text,text,integer,text,jsonb,integer,bytea,jsonb): delegated by scope, public.idem_fail(text,text,integer,boolean,jsonb,integer,bytea,jsonb): delegated by scope, public.idem_lookup(text,text): delegated by scope"
-expect "0.6: claim" "$(qv 0 "SELECT outcome FROM idem_claim('$s', idem_key_from_header('\"k6\"'), '\\x06')")" claimed
-expect "0.6: complete with body and headers" "$(qv 0 "SELECT idem_complete('$s', 'k6', 1, 'r6', NULL, 201, '{\"id\":6}', '{\"Location\": \"/r/6\"}')")" t
-expect "0.6: replay of the exact body and headers" \
-    "$(qv 0 "SELECT outcome || ' ' || convert_from(response_body, 'UTF8') || ' ' || (response_headers->>'Location') FROM idem_claim('$s', 'k6', '\\x06')")" 'replayed {"id":6} /r/6'
-expect "0.6: lookup" "$(qv 0 "SELECT convert_from(response_body, 'UTF8') FROM idem_lookup('$s', 'k6')")" '{"id":6}'
-say "0.5 -> 0.6 on the cluster: every node at 0.6, the two columns in every records shard and in idem_claim_result; a second idem_distribute() delegated the recreated idem_complete, idem_fail and idem_lookup; a 0.5 record replays, a 0.6 one with its exact body and headers"
-
-# 0.6 -> 0.7: idem_claim gains its planner support (idem_claim_support) on every node; the
-# function is altered, not recreated, so its delegation stands and idem_distribute() changes
-# nothing. A worker plans the delegated call without the defaulted arguments.
-expect "ALTER EXTENSION idempotency UPDATE TO '0.7'" "$(qv 0 "ALTER EXTENSION idempotency UPDATE TO '0.7'")" ""
+test/upgrade/scripts add || fail "test/upgrade/scripts add"
+trap 'test/upgrade/scripts remove; [ -n "${IDEM_CITUS_KEEP:-}" ] || stop_all' EXIT
+q 0 "CREATE EXTENSION idempotency VERSION '0.7'" || fail "CREATE EXTENSION idempotency VERSION '0.7'"
 expect "versions 0.7 (coordinator worker1 worker2)" \
     "$(for i in 0 1 2; do q $i "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"; done | paste -sd' ')" "0.7 0.7 0.7"
-expect "idem_claim's support (coordinator worker1 worker2)" \
-    "$(for i in 0 1 2; do q $i "SELECT prosupport FROM pg_proc WHERE oid = 'idem_claim(text,text,bytea,interval,interval,boolean)'::regprocedure"; done | paste -sd' ')" \
-    "idem_claim_support idem_claim_support idem_claim_support"
-expect "idem_distribute() after the update to 0.7 (nothing changed)" \
-    "$(q 0 "SELECT count(*) FROM idem_distribute() WHERE action NOT LIKE 'unchanged%'")" 0
-expect "0.7: the call a worker plans" \
-    "$(q 1 "EXPLAIN (VERBOSE, COSTS OFF) SELECT outcome FROM idem_claim('$s', 'k6', '\\x06')" | grep -o "Function Call: .*")" \
-    "Function Call: idem_claim('$s'::text, 'k6'::text, '\\x06'::bytea)"
-# idem_claim's custom scan (src/records_claim_scan.cpp, a planner hook of the module, no SQL):
-# a worker runs the delegated call with it (the replays and claims below go through it)
-expect "a worker plans idem_claim's custom scan" \
-    "$(q 1 "EXPLAIN (COSTS OFF) SELECT outcome FROM idem_claim('$s', 'k6', '\\x06')" | head -n 1)" \
-    "Custom Scan (IdemClaim)"
-expect "0.7: a 0.6 record replays (delegated)" \
-    "$(qv 0 "SELECT outcome || ' ' || convert_from(response_body, 'UTF8') FROM idem_claim('$s', 'k6', '\\x06')")" 'replayed {"id":6}'
-expect "0.7: claim and complete (delegated)" \
-    "$(qv 0 "SELECT outcome FROM idem_claim('$s', 'k7')")$(qv 0 "SELECT idem_complete('$s', 'k7', 1, 'r7')")" "claimedt"
-say "0.6 -> 0.7 on the cluster: every node at 0.7 with idem_claim's planner support, the delegation unchanged; a worker plans the short call; a 0.6 record replays, a new key is claimed and completed"
-
-# 0.7 -> 0.8 (issue 28): the purge procedures pin their search path, idem_schedule_purge gains
-# run_as, the tenants' bindings table, idem_stuck in C. Every node updates; the delegated calls
-# answer as before.
-expect "ALTER EXTENSION idempotency UPDATE TO '0.8'" "$(qv 0 "ALTER EXTENSION idempotency UPDATE TO '0.8'")" ""
-expect "versions 0.8 (coordinator worker1 worker2)" \
-    "$(for i in 0 1 2; do q $i "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"; done | paste -sd' ')" "0.8 0.8 0.8"
+expect "idem_distribute() of 0.7: 4 tables, 12 functions" \
+    "$(q 0 "SELECT count(*) FILTER (WHERE action LIKE 'distributed%') || ' ' || count(*) FILTER (WHERE action LIKE 'delegated%') FROM idem_distribute()")" "4 12"
+s=$(scope_on 1 upgrade)
+c=$(scope_on 2 upgrade)
+ut=upgrade-topic
+expect "0.7: claim (delegated)" "$(qv 0 "SELECT outcome FROM idem_claim('$s', 'k7', '\\x07')")" claimed
+expect "0.7: complete with body and headers" "$(qv 0 "SELECT idem_complete('$s', 'k7', 1, 'r7', NULL, 201, '{\"id\":7}', '{\"Location\": \"/r/7\"}')")" t
+expect "0.7: queued inbox entry" "$(qv 0 "SELECT idem_inbox_receive('$c', 'job', enqueue => true)")" new
+expect "0.7: emit" "$(qv 0 "SELECT idem_outbox_emit('$ut', '{\"n\": 1}'::jsonb, 'A') IS NOT NULL")" t
+expect "0.7: idem_stuck is PL/pgSQL" "$(q 0 "SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.oid = 'idem_stuck(interval)'::regprocedure")" plpgsql
+expect "ALTER EXTENSION idempotency UPDATE" "$(qv 0 "ALTER EXTENSION idempotency UPDATE")" ""
+test/upgrade/scripts remove || fail "test/upgrade/scripts remove"
+expect "versions 1.0.0 (coordinator worker1 worker2)" \
+    "$(for i in 0 1 2; do q $i "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"; done | paste -sd' ')" "1.0.0 1.0.0 1.0.0"
 expect "the purge procedures pin their search path (coordinator worker1 worker2)" \
     "$(for i in 0 1 2; do q $i "SELECT count(*) FROM pg_proc WHERE proname IN ('idem_purge_loop', 'idem_purge_shards') AND prosrc LIKE '%set_config(''search_path'', ''pg_catalog, pg_temp'', true)%'"; done | paste -sd' ')" "2 2 2"
-expect "0.8: a 0.6 record replays (delegated)" \
-    "$(qv 0 "SELECT outcome || ' ' || convert_from(response_body, 'UTF8') FROM idem_claim('$s', 'k6', '\\x06')")" 'replayed {"id":6}'
-expect "0.8: claim and complete (delegated)" \
+expect "the bindings table and idem_stuck in C (coordinator worker1 worker2)" \
+    "$(for i in 0 1 2; do q $i "SELECT to_regclass('idempotency.bindings') IS NOT NULL AND (SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.oid = 'idem_stuck(interval)'::regprocedure) = 'c'"; done | paste -sd' ')" "t t t"
+expect "idem_distribute() after the update (nothing changed)" \
+    "$(q 0 "SELECT count(*) FROM idem_distribute() WHERE action NOT LIKE 'unchanged%'")" 0
+expect "1.0.0: a 0.7 record replays (delegated)" \
+    "$(qv 0 "SELECT outcome || ' ' || convert_from(response_body, 'UTF8') || ' ' || (response_headers->>'Location') FROM idem_claim('$s', 'k7', '\\x07')")" 'replayed {"id":7} /r/7'
+expect "1.0.0: claim and complete (delegated)" \
     "$(qv 0 "SELECT outcome FROM idem_claim('$s', 'k8')")$(qv 0 "SELECT idem_complete('$s', 'k8', 1, 'r8')")" "claimedt"
-say "0.7 -> 0.8 on the cluster: every node at 0.8, the purge procedures pinned on every node; a 0.6 record replays, a new key is claimed and completed (delegated)"
+expect "1.0.0: inbox next" "$(qv 0 "SELECT event_id || ' ' || attempt FROM idem_inbox_next('$c', 10)")" "job 1"
+expect "1.0.0: outbox next" "$(qv 0 "SELECT payload->>'n' FROM idem_outbox_next('$ut', 10)")" 1
+say "0.7 -> 1.0.0 on the cluster: every node at 1.0.0 (the purge procedures pinned, the bindings table, idem_stuck in C), the delegation unchanged; a 0.7 record replays its exact body, a new key is claimed and completed, the inbox and outbox rows of 0.7 are handed out"
 
 # --- still to come (issue 16 "Tests") ---------------------------------------------------------
 # - a shard moved (citus_move_shard_placement, block_writes) mid-load

@@ -55,7 +55,7 @@ SELECT string_agg(payload::text || ' ' || attempt, ', ') FROM idem_outbox_next('
 SELECT count(*) || ' events, the new one after the restored: ' || (max(seq) > 2) FROM idempotency.outbox;
 SQL
 )
-want='0.8
+want='1.0.0
 replayed pay_1 201
 replayed 402
 in_progress 1
@@ -72,21 +72,25 @@ if [ "$got" != "$want" ]; then
 fi
 q -d postgres -c "DROP DATABASE $SRC" -c "DROP DATABASE $DST"
 
-# Grants survive a dump and restore, also those made under 0.1 before ALTER EXTENSION UPDATE
-# (the update's REVOKEs must not record them as the extension's initial privileges).
+# Grants survive a dump and restore, also those made under 0.7 before ALTER EXTENSION UPDATE
+# (the update recreates idem_schedule_purge: the grants it restores must not be recorded as the
+# extension's initial privileges). The 0.7 database comes from the frozen fixture, in the
+# extension directory for this part only (test/upgrade/scripts).
+"$(dirname "$0")/../upgrade/scripts" add
+trap 'rm -f "$DUMP"; "$(dirname "$0")/../upgrade/scripts" remove' EXIT
 q -d postgres -c "CREATE DATABASE $SRC" -c "CREATE DATABASE $DST" \
     -c "DROP ROLE IF EXISTS idem_dump_app" -c "CREATE ROLE idem_dump_app NOLOGIN"
 q -d $SRC >/dev/null <<'SQL'
-CREATE EXTENSION idempotency VERSION '0.1';
+CREATE EXTENSION idempotency VERSION '0.7';
 GRANT EXECUTE ON FUNCTION idem_claim(text, text, bytea, interval, interval, boolean),
-    idem_complete(text, text, integer, text, jsonb, integer) TO idem_dump_app;
+    idem_schedule_purge(text, name, integer) TO idem_dump_app;
 ALTER EXTENSION idempotency UPDATE;
 GRANT EXECUTE ON FUNCTION idem_fail(text, text, integer, boolean, jsonb, integer, bytea, jsonb) TO idem_dump_app;
 SQL
 pg_dump -Fc -d $SRC -f "$DUMP"
 pg_restore --exit-on-error -d $DST "$DUMP"
-grants=$(q -d $DST -c "SELECT string_agg(p.proname || '=' || has_function_privilege('idem_dump_app', p.oid, 'EXECUTE'), ' ' ORDER BY p.proname) FROM pg_proc p WHERE p.proname IN ('idem_claim', 'idem_complete', 'idem_fail')")
-if [ "$grants" != "idem_claim=true idem_complete=true idem_fail=true" ]; then
+grants=$(q -d $DST -c "SELECT string_agg(p.proname || '=' || has_function_privilege('idem_dump_app', p.oid, 'EXECUTE'), ' ' ORDER BY p.proname) FROM pg_proc p WHERE p.proname IN ('idem_claim', 'idem_fail', 'idem_schedule_purge')")
+if [ "$grants" != "idem_claim=true idem_fail=true idem_schedule_purge=true" ]; then
     echo "dump: grants lost in an upgraded database's dump: $grants"; rc=1
 fi
 q -d postgres -c "DROP DATABASE $SRC" -c "DROP DATABASE $DST" -c "DROP ROLE idem_dump_app"

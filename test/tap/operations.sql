@@ -23,7 +23,7 @@ SELECT has_table('idempotency', 'bindings', 'bindings table (tenants)');
 SELECT has_view('public', 'idem_bindings', 'idem_bindings view');
 SELECT has_view('public', 'idem_stats', 'idem_stats view');
 SELECT has_view('public', 'idem_inbox_stats', 'idem_inbox_stats view');
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'idempotency'), '0.8', 'version 0.8');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'idempotency'), '1.0.0', 'version 1.0.0');
 
 -- PUBLIC has no rights on the internal schema and tables ------------------------------------------
 SELECT schema_privs_are('idempotency', 'public', ARRAY[]::text[], 'PUBLIC: no rights on schema idempotency');
