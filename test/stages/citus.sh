@@ -9,7 +9,7 @@
 # built anew. test/chroot copies the tarball into the chroot, so `test/run-all --pg 17 citus`
 # (or `test/chroot run 17 citus`) runs it in the PostgreSQL 17 chroot.
 #
-# It sets the cluster up as a user would (docs/scaling.md "The three commands"): CREATE
+# It sets the cluster up as a user would (docs/citus.md "The three commands"): CREATE
 # EXTENSION citus on every node, the workers registered on the coordinator, CREATE EXTENSION
 # idempotency on the coordinator (Citus runs it on the workers itself; the stage checks that it
 # did), then SELECT * FROM idem_distribute(). Every row must then land in the shard that owns
@@ -169,7 +169,7 @@ if [ -n "${IDEM_CITUS_KEEP:-}" ] && [ "${IDEM_CITUS_KEEP}" = setup ]; then
     exit 0
 fi
 
-# --- idem_distribute() (docs/scaling.md) ---------------------------------------------------------
+# --- idem_distribute() (docs/citus.md) ---------------------------------------------------------
 # records by scope; the inbox and its ordering guard by consumer, co-located (one shard group
 # holds a consumer's events and entities, so idem_inbox_* stay single-shard); the outbox by
 # topic in a group of its own; the per-key functions delegated by scope / consumer, and
@@ -418,7 +418,7 @@ expect "pg_cron runs (succeeded failed)" "${runs#* }" 0
 expect "idem_unschedule_purge()" "$(qv 0 "SELECT idem_unschedule_purge()")" t
 say "pg_cron on the coordinator: job $job (idem_schedule_purge('2 seconds')) purged both workers' shards (${runs% *} run(s) succeeded, none failed)"
 
-# --- The outbox (issue 17; docs/scaling.md "The outbox") -----------------------------------------
+# --- The outbox (issue 17; docs/citus.md "The outbox") -----------------------------------------
 # idempotency.outbox is distributed by topic in a co-location group of its own; idem_outbox_next
 # is delegated by topic; idem_outbox_emit runs on the coordinator (its key lock and its sequence
 # number there, the INSERT routed to the topic's shard) and is refused on a worker; done, fail
