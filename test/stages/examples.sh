@@ -9,7 +9,7 @@
 # A service whose directory does not exist is a failure. Needs the libpq environment of a running
 # cluster (test/pgcluster), IDEM_PGPORT, and build/fault_proxy (IDEM_BUILD: the build directory).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 BUILD=${IDEM_BUILD:-$(pwd)/build}
 PY=/usr/bin/python3 # Debian's, with python3-psycopg (not a python3 earlier in PATH)
 LANG_=${1:?usage: test/stages/examples.sh LANG ROUTE | clients}
