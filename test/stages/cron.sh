@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Proves that a scheduled purge really runs under pg_cron (README "Scheduling with pg_cron"):
+# Proves that a scheduled purge really runs under pg_cron (docs/lifecycle.md "pg_cron deployment"):
 #  1. in the cron database (cron.database_name = postgres) a job purging that database;
 #  2. from the cron database, a job purging another database (cron.schedule_in_database);
 # each deletes exactly the expired rows and keeps the live ones, and cron.job_run_details shows
