@@ -24,6 +24,12 @@ PG_CPPFLAGS = -Icore -Isrc
 PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-register \
               -fvisibility-inlines-hidden
 SHLIB_LINK = -lcrypto -lstdc++
+# Every CI build treats a warning as an error: test/run-all and test/stages/cassert.sh set
+# IDEM_WERROR=1 (make IDEM_WERROR=1, or in the environment); a plain make, and a package build,
+# only warn.
+ifneq ($(IDEM_WERROR),)
+PG_CXXFLAGS += -Werror
+endif
 
 # The core uses C++ features that clang's bitcode pass would need the same flags for;
 # JIT inlining of this module buys nothing, so no bitcode is built.

@@ -48,29 +48,29 @@ q() { # q PORT DB SQL
 echo "## setup ($(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg))"
 IDEM_CITUS_KEEP=setup test/stages/citus.sh >"$WORK/setup.log" 2>&1 || { cat "$WORK/setup.log"; exit 1; }
 grep -E 'ready|registered' "$WORK/setup.log"
-q $P postgres "SELECT * FROM idem_distribute()" >/dev/null
-echo "distributed: $(q $P postgres "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'idempotency.records'::regclass") shards of idempotency.records over $(q $P postgres "SELECT count(*) FROM citus_get_active_worker_nodes()") workers"
-q $P postgres "DROP DATABASE IF EXISTS idem_onenode" >/dev/null
-q $P postgres "CREATE DATABASE idem_onenode" >/dev/null
-q $P idem_onenode "CREATE EXTENSION idempotency"
-echo "one node: database idem_onenode on the coordinator, citus extension there: $(q $P idem_onenode "SELECT count(*) FROM pg_extension WHERE extname = 'citus'")"
+q "$P" postgres "SELECT * FROM idem_distribute()" >/dev/null
+echo "distributed: $(q "$P" postgres "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'idempotency.records'::regclass") shards of idempotency.records over $(q "$P" postgres "SELECT count(*) FROM citus_get_active_worker_nodes()") workers"
+q "$P" postgres "DROP DATABASE IF EXISTS idem_onenode" >/dev/null
+q "$P" postgres "CREATE DATABASE idem_onenode" >/dev/null
+q "$P" idem_onenode "CREATE EXTENSION idempotency"
+echo "one node: database idem_onenode on the coordinator, citus extension there: $(q "$P" idem_onenode "SELECT count(*) FROM pg_extension WHERE extname = 'citus'")"
 
 # Which way does each style go? Citus prints the commands it sends to workers.
 probe() { # label SQL
     echo "$1: $(PGOPTIONS='-c citus.log_remote_commands=on -c client_min_messages=notice' \
-        psql -X -qtA -h 127.0.0.1 -p $P -U postgres -d postgres -c "$2" 2>&1 | sed -n 's/^NOTICE:  issuing //p' |
+        psql -X -qtA -h 127.0.0.1 -p "$P" -U postgres -d postgres -c "$2" 2>&1 | sed -n 's/^NOTICE:  issuing //p' |
         cut -c 1-90 | tr '\n' '|')"
 }
 probe "delegated claim sends" "SELECT * FROM idem_claim('tenant-1', 'probe-1')"
 probe "transaction claim sends" "BEGIN; SELECT * FROM idem_claim('tenant-1', 'probe-2'); COMMIT;"
 # citus_2pc picks two tenants at random: on two workers half the time (two-phase commit), on one
 # worker otherwise (one phase). Show both on a pair of each kind.
-owner() { q $P postgres "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = get_shard_id_for_distribution_column('idempotency.records', 'tenant-$1')"; }
+owner() { q "$P" postgres "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = get_shard_id_for_distribution_column('idempotency.records', 'tenant-$1')"; }
 same=2 other=2
 while [ "$(owner $same)" != "$(owner 1)" ]; do same=$((same + 1)); done
 while [ "$(owner $other)" = "$(owner 1)" ]; do other=$((other + 1)); done
 for u in $same $other; do
-    probe "two claims, tenant-1 and tenant-$u (worker :$(owner 1), :$(owner $u)), send" \
+    probe "two claims, tenant-1 and tenant-$u (worker :$(owner 1), :$(owner "$u")), send" \
         "BEGIN; SELECT * FROM idem_claim('tenant-1', 'probe-3'); SELECT * FROM idem_claim('tenant-$u', 'probe-3'); COMMIT;" |
         grep -oE '^[^|]*send|(PREPARE TRANSACTION|COMMIT PREPARED|COMMIT)\b' | tr '\n' ' '
     echo
@@ -107,15 +107,15 @@ cpu_of() { # before after tps -> "coordinator µs worker1 µs worker2 µs" of CP
 
 run() { # variant clients round
     local v=$1 c=$2 r=$3 db j=1
-    db=$(db_of $v)
+    db=$(db_of "$v")
     [ "$c" -gt 1 ] && j=2
-    q $P "$db" "TRUNCATE idempotency.records"
-    for p in $P $((P + 1)) $((P + 2)); do q $p postgres "CHECKPOINT"; done
+    q "$P" "$db" "TRUNCATE idempotency.records"
+    for p in $P $((P + 1)) $((P + 2)); do q "$p" postgres "CHECKPOINT"; done
     # (a sample without its closing time line, or missing, counts for nothing: seen at 8 clients
     # under load, where it gave garbage before this check)
     (sleep 2 && snap >"$WORK/s1.$v.$c.$r.tmp" && mv "$WORK/s1.$v.$c.$r.tmp" "$WORK/s1.$v.$c.$r" &&
         sleep $((SECS - 3)) && snap >"$WORK/s2.$v.$c.$r.tmp" && mv "$WORK/s2.$v.$c.$r.tmp" "$WORK/s2.$v.$c.$r") &
-    (cd "$WORK" && pgbench -n -M simple -h 127.0.0.1 -p $P -U postgres -d "$db" -f "$(file_of $v)" \
+    (cd "$WORK" && pgbench -n -M simple -h 127.0.0.1 -p "$P" -U postgres -d "$db" -f "$(file_of "$v")" \
         -c "$c" -j $j -T "$SECS" -l --log-prefix="log.$v.$c.$r" >"out.$v.$c.$r" 2>&1) ||
         { cat "$WORK/out.$v.$c.$r"; exit 1; }
     wait
@@ -131,31 +131,32 @@ run() { # variant clients round
 echo "## $ROUNDS rounds x ${SECS}s, clients: $CLIENTS (pgbench -n -M simple)"
 for r in $(seq 1 "$ROUNDS"); do
     order=$VARIANTS
+    # shellcheck disable=SC2086 # VARIANTS is a list of words, split on purpose
     [ $((r % 2)) = 0 ] && order=$(echo $VARIANTS | tr ' ' '\n' | tac | tr '\n' ' ')
     for c in $CLIENTS; do
-        for v in $order; do run $v $c $r; done
+        for v in $order; do run $v "$c" "$r"; done
     done
 done
 echo "## load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "rows in the distributed idempotency.records after the last run: $(q $P postgres "SELECT count(*) FROM idempotency.records")"
+echo "rows in the distributed idempotency.records after the last run: $(q "$P" postgres "SELECT count(*) FROM idempotency.records")"
 
 med() { sort -n | awk '{a[NR] = $1} END {if (NR == 0) {printf "?"; exit} printf "%.0f", (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 pct() { # prefix -> "p50 p99 n" in ms of the per-transaction latency (column 3 of pgbench -l, µs)
-    cat "$WORK"/$1.* | awk '{print $3}' | sort -n | awk '{a[NR] = $1} END {
+    cat "$WORK"/"$1".* | awk '{print $3}' | sort -n | awk '{a[NR] = $1} END {
         printf "%.2f %.2f %d\n", a[int(NR * 0.50)] / 1000, a[int(NR * 0.99)] / 1000, NR}'
 }
 echo "## results"
 printf '| %-11s | %7s | %-20s | %8s | %8s | %-36s |\n' variant clients "median tps (min-max)" "p50 ms" "p99 ms" "CPU µs/tx: coordinator worker1 worker2"
 for c in $CLIENTS; do
     for v in $VARIANTS; do
-        m=$(cat "$WORK"/tps.$v.$c.* | med)
-        range=$(cat "$WORK"/tps.$v.$c.* | sort -n | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.0f-%.0f", lo, hi}')
+        m=$(cat "$WORK"/tps."$v"."$c".* | med)
+        range=$(cat "$WORK"/tps."$v"."$c".* | sort -n | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.0f-%.0f", lo, hi}')
         read -r p50 p99 n < <(pct "log.$v.$c")
         cpu=$(for n in coordinator worker1 worker2; do
-                cat "$WORK"/cpu.$v.$c.* | awk -v n=$n '{for (i = 1; i < NF; i += 2) if ($i == n) print $(i + 1)}' | med
+                cat "$WORK"/cpu."$v"."$c".* | awk -v n=$n '{for (i = 1; i < NF; i += 2) if ($i == n) print $(i + 1)}' | med
                 echo -n " "
             done)
-        printf '| %-11s | %7s | %-20s | %8s | %8s | %-36s |\n' $v $c "$m ($range)" "$p50" "$p99" "$cpu"
+        printf '| %-11s | %7s | %-20s | %8s | %8s | %-36s |\n' "$v" "$c" "$m ($range)" "$p50" "$p99" "$cpu"
     done
 done
 echo "## ratios (median of per-round ratios, min-max; same run)"
@@ -165,5 +166,5 @@ ratio() { # a b clients
     done | sort -n | awk '{a[NR] = $1} END {printf "%.2f (%.2f-%.2f)", a[int((NR + 1) / 2)], a[1], a[NR]}'
 }
 for c in $CLIENTS; do
-    echo "c=$c  (b)/(a) citus_claim/one_claim = $(ratio citus_claim one_claim $c)   (c) citus_tx/one_tx = $(ratio citus_tx one_tx $c)   (d) citus_pair/one_tx = $(ratio citus_pair one_tx $c)   citus_2pc/citus_tx = $(ratio citus_2pc citus_tx $c)"
+    echo "c=$c  (b)/(a) citus_claim/one_claim = $(ratio citus_claim one_claim "$c")   (c) citus_tx/one_tx = $(ratio citus_tx one_tx "$c")   (d) citus_pair/one_tx = $(ratio citus_pair one_tx "$c")   citus_2pc/citus_tx = $(ratio citus_2pc citus_tx "$c")"
 done

@@ -44,9 +44,10 @@ service_cmd() {
 
 # start_service LANG IDEMPOTENCY SC: the service on HTTP_PORT, its database sessions with
 # synchronous_commit = SC; waits for its "listening on" line.
-SVC= SVC_LOG=
+SVC='' SVC_LOG=''
 start_service() {
     SVC_LOG=$OUT/service.$1.$2.$3.$(date +%s%N).log # a new file: no stale "listening on" line
+    # shellcheck disable=SC2091 # service_cmd prints the service's command line: run it
     PORT=$HTTP_PORT IDEMPOTENCY=$2 POOL_SIZE=$CLIENTS PGOPTIONS="-c synchronous_commit=$3" \
         $(service_cmd "$1") >"$SVC_LOG" 2>&1 &
     SVC=$!
@@ -76,7 +77,7 @@ for sc in $SC; do
             for v in $(bench_order "$r" exactly_once plain); do
                 q "TRUNCATE payments, provider_charges, idempotency.records"
                 q "CHECKPOINT"
-                start_service "$lang" "$([ $v = plain ] && echo off || echo on)" "$sc"
+                start_service "$lang" "$([ "$v" = plain ] && echo off || echo on)" "$sc"
                 wrk -c "$CLIENTS" -t 2 -d "${SECS}s" --latency -s bench/http/payments.lua \
                     "http://127.0.0.1:$HTTP_PORT$path" >"$OUT/$sc.$lang.$v.$r.wrk"
                 stop_service
@@ -87,7 +88,7 @@ for sc in $SC; do
                 rows=$(q "SELECT count(*) FROM payments")
                 records=$(q "SELECT count(*) FROM idempotency.records")
                 want=$rows
-                [ $v = plain ] && want=0
+                [ "$v" = plain ] && want=0
                 if [ -n "${bad:-}" ] || [ "$errs" != 0 ] || [ "$rows" = 0 ] || [ "$records" != "$want" ]; then
                     echo "bench/http.sh: $sc $lang $v: failed requests (non-2xx ${bad:-0}, socket errors $errs, payments $rows, records $records)" >&2
                     cat "$f" "$SVC_LOG" >&2

@@ -65,6 +65,7 @@ if [[ " $PARTS " == *" receive "* ]]; then
     echo "## receive: $CLIENTS clients, new event ids (rows: sc variant round tps p50_ms p99_ms cpu_us_per_tx)"
     for sc in $SC; do
         for r in $(seq 1 "$ROUNDS"); do
+            # shellcheck disable=SC2086 # VARIANTS is a list of words, split on purpose
             for v in $(bench_order "$r" $VARIANTS); do
                 q "TRUNCATE idempotency.inbox, bench_bare.processed_event, bench_bare.inbox"
                 q "CHECKPOINT"
@@ -122,6 +123,7 @@ if [[ " $PARTS " == *" queue "* ]]; then
     for sc in $QUEUE_SC; do
         for r in $(seq 1 "$ROUNDS"); do
             for w in $WORKERS; do
+                # shellcheck disable=SC2086 # VARIANTS is a list of words, split on purpose
                 for v in $(bench_order "$r" $VARIANTS); do
                     fill "$v"
                     res=$(PGOPTIONS="-c synchronous_commit=$sc" bench_run "queue.$sc.$w.$v.$r" "$w" "$B/$v.sql")

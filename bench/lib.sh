@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/lib.sh: what the pgbench benchmarks share (sourced by bench/load.sh and bench/inbox.sh,
 # from the top of the work tree). The summaries are bench/summarise.py.
 

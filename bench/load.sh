@@ -86,6 +86,7 @@ reset_tables() {
 }
 for sc in off on; do
     for r in $(seq 1 "$ROUNDS"); do
+        # shellcheck disable=SC2086 # VARIANTS is a list of words, split on purpose
         for v in $(bench_order "$r" $VARIANTS); do
             reset_tables
             res=$(PGOPTIONS="-c synchronous_commit=$sc $(variant_opt "$v")" \
@@ -111,6 +112,7 @@ if [ "$CPU_ROUNDS" -gt 0 ]; then
     for sc in off on; do
         for r in $(seq 1 "$CPU_ROUNDS"); do
             order=$VARIANTS
+            # shellcheck disable=SC2086 # VARIANTS is a list of words, split on purpose
             [ $((r % 2)) = 0 ] && order=$(echo $VARIANTS | tr ' ' '\n' | tac | tr '\n' ' ')
             for v in $order; do
                 PGOPTIONS="-c synchronous_commit=$sc $(variant_opt "$v")" pgbench -n -M prepared -c 1 \

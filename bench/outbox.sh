@@ -79,6 +79,7 @@ if [[ " $PARTS " == *" emit "* ]]; then
     echo "## emit: $CLIENTS clients, one event per transaction (rows: sc variant round tps p50_ms p99_ms cpu_us_per_tx)"
     for sc in $SC; do
         for r in $(seq 1 "$ROUNDS"); do
+            # shellcheck disable=SC2086 # VARIANTS is a list of words, split on purpose
             for v in $(bench_order "$r" $VARIANTS); do
                 q "TRUNCATE idempotency.outbox, bench_bare.outbox, bench_o.outbox"
                 q "CHECKPOINT"
@@ -151,6 +152,7 @@ if [[ " $PARTS " == *" relay "* ]]; then
     for sc in $RELAY_SC; do
         for r in $(seq 1 "$ROUNDS"); do
             for w in $RELAYS; do
+                # shellcheck disable=SC2086 # VARIANTS is a list of words, split on purpose
                 for v in $(bench_order "$r" $VARIANTS); do
                     fill "$v"
                     name="relay.$sc.$w.$v.$r"

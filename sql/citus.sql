@@ -1,4 +1,4 @@
--- Citus (docs/scaling.md) on a single node. idem_distribute() without Citus says what to do.
+-- Citus (docs/citus.md) on a single node. idem_distribute() without Citus says what to do.
 -- idem_claim's direct path never writes a table Citus lists in pg_dist_partition (its rows live
 -- in shards; the relation itself is the coordinator's local copy or a worker's shell table): it
 -- steps aside to the SQL path, which Citus routes. Without Citus, a stand-in

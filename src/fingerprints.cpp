@@ -11,7 +11,7 @@
 // can throw goes through run_cpp; the jsonb walks themselves (JsonbIteratorNext, numeric_out,
 // encoding conversion, the fast walker) are plain PostgreSQL-style code between those calls.
 #include "pg_cpp.hpp"
-#include "errors.hpp"
+#include "arguments.hpp"
 #include "fingerprints_fast.hpp"
 
 #include "crypto.hpp"

@@ -13,7 +13,7 @@
 // an upsert whose WHERE refuses older events.
 #include "inbox.hpp"
 #include "direct_access.hpp"
-#include "errors.hpp"
+#include "arguments.hpp"
 #include "limits.hpp"
 #include "operations.hpp"
 #include "settings.hpp"

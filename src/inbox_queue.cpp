@@ -1,7 +1,7 @@
 // Inbox, the leased queue: idem_inbox_next (lease a batch of queued events), idem_inbox_done
 // and idem_inbox_fail (finish one, fenced by its attempt). Receiving is src/inbox.cpp.
 #include "inbox.hpp"
-#include "errors.hpp"
+#include "arguments.hpp"
 #include "limits.hpp"
 #include "leased_queue.hpp"
 #include "operations.hpp"

@@ -1,7 +1,8 @@
 // The leased queues' shared rules (src/leased_queue.hpp): fencing token, attempt budget, retry
 // with backoff, and the refusal of a stale or finished attempt.
 #include "leased_queue.hpp"
-#include "errors.hpp"
+#include "arguments.hpp"
+#include "sqlstates.hpp"
 #include "operations.hpp"
 #include "settings.hpp"
 #include "spi_util.hpp"

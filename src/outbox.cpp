@@ -7,7 +7,7 @@
 // event out only when no earlier event of its key is unfinished, and never skips one: it reads
 // the queue by status, not from a high-water mark, so an event committed late is still there.
 #include "direct_access.hpp"
-#include "errors.hpp"
+#include "arguments.hpp"
 #include "inbox.hpp"
 #include "leased_queue.hpp"
 #include "limits.hpp"

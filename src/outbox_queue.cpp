@@ -7,7 +7,7 @@
 // committed late is still there (the key lock of src/outbox.cpp numbers a key's events in
 // commit order).
 #include "direct_access.hpp"
-#include "errors.hpp"
+#include "arguments.hpp"
 #include "limits.hpp"
 #include "inbox.hpp"
 #include "leased_queue.hpp"

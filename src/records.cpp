@@ -3,7 +3,8 @@
 // checks. Each of these is one saved SPI statement on the key's record; only when it matches no
 // row is the record read to tell why (IK001 / IK002 / IK003, or a repeat of the same finish).
 #include "records.hpp"
-#include "errors.hpp"
+#include "arguments.hpp"
+#include "sqlstates.hpp"
 #include "limits.hpp"
 #include "operations.hpp"
 #include "settings.hpp"

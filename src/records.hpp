@@ -78,7 +78,8 @@ constexpr int CLAIM_COLUMNS = 9;
 // allocated in the current memory context (src/records_claim.cpp). Runs inside a guard.
 void claim_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
 
-// Installs idem_claim's custom scan in the planner (src/records_claim_scan.cpp); from _PG_init.
+// Installs idem_claim's custom scan in the planner (src/records_claim_scan.cpp); from _PG_init
+// (src/module.cpp).
 void claim_scan_init();
 
 } // namespace idem::pg::records

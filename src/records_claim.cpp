@@ -6,7 +6,7 @@
 // claim read the record and decide (core/lease.hpp) between replay, in_progress, mismatch and a
 // compare-and-set takeover, which is a saved SPI UPDATE.
 #include "records.hpp"
-#include "errors.hpp"
+#include "arguments.hpp"
 #include "operations.hpp"
 #include "records_direct.hpp"
 #include "settings.hpp"

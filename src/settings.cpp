@@ -1,4 +1,5 @@
-// Module entry: PG_MODULE_MAGIC and the settings (GUCs).
+// The settings (GUCs): their definitions (settings::define_all, called by _PG_init in
+// src/module.cpp), hooks and accessors' error.
 //
 // Every setting is a string setting whose hooks parse the value (seconds with PostgreSQL's
 // units, or a Boolean). An integer or Boolean setting cannot hold a value that does not parse,
@@ -13,8 +14,6 @@
 #include "pg_cpp.hpp"
 #include "pg_compat.hpp"
 #include "settings.hpp"
-#include "operations.hpp"
-#include "records.hpp"
 
 #include <climits>
 #include <cstdio>
@@ -23,11 +22,6 @@ extern "C" {
 #include "access/parallel.h"
 #include "tcop/pquery.h"
 #include "utils/guc.h"
-}
-
-extern "C" {
-PG_MODULE_MAGIC;
-void _PG_init(void);
 }
 
 namespace idem::settings::detail {
@@ -157,7 +151,7 @@ Setting table[COUNT] = {
           "1000", Kind::Count),
 };
 
-// True while _PG_init defines the settings: PostgreSQL then applies the values set before the
+// True while define_all defines the settings: PostgreSQL then applies the values set before the
 // library was loaded, and only warns about one it refuses.
 bool defining = false;
 
@@ -396,8 +390,8 @@ void raise_invalid(Id id) {
 
 } // namespace idem::settings::detail
 
-// Defines the settings; called once per process when the library is loaded.
-void _PG_init(void) {
+// Defines the settings; called once per process by _PG_init when the library is loaded.
+void idem::settings::define_all() {
     defining = true;
     PG_TRY();
     {
@@ -429,6 +423,4 @@ void _PG_init(void) {
     }
     PG_END_TRY();
     MarkGUCPrefixReserved("idempotency");
-    idem::operations::init(); // shared-memory counters, only under shared_preload_libraries
-    idem::pg::records::claim_scan_init();
 }

@@ -1,4 +1,5 @@
-// Settings (GUCs) of the extension; defined in _PG_init (src/settings.cpp).
+// Settings (GUCs) of the extension; defined by define_all (src/settings.cpp) from _PG_init
+// (src/module.cpp).
 //
 // Read them through the accessors below. A setting can hold a value that is not valid: one that
 // PostgreSQL could not check when it was set (before the library was loaded, stored with
@@ -8,6 +9,9 @@
 #pragma once
 
 namespace idem::settings {
+
+// Defines every idempotency.* setting and reserves the prefix; once per process, from _PG_init.
+void define_all();
 
 enum Id {
     DEFAULT_LEASE,
@@ -61,7 +65,7 @@ inline int get(Id id) {
 }
 
 // The settings' values (idempotency.default_lease, ...). The seconds are functions so that
-// interval_arg_usec and positive_interval_arg (src/errors.hpp, src/inbox.hpp) read them only for
+// interval_arg_usec and positive_interval_arg (src/arguments.hpp, src/inbox.hpp) read them only for
 // a NULL argument: a call that passes its interval does not fail on a setting it does not use.
 inline int default_lease_s() {
     return detail::get(DEFAULT_LEASE);

@@ -11,7 +11,7 @@
 // timestamp) never do: a NULL one is a missing field, which the core answers as an invalid
 // signature like a malformed one.
 #include "pg_cpp.hpp"
-#include "errors.hpp"
+#include "arguments.hpp"
 #include "inbox.hpp"
 #include "settings.hpp"
 #include "tenants.hpp"

@@ -552,7 +552,7 @@ BEGIN
     END IF;
 
     -- The tables, in co-location order: records first, the inbox's with it; the outbox in a
-    -- group of its own (docs/scaling.md, "The outbox").
+    -- group of its own (docs/citus.md, "The outbox").
     FOR t IN SELECT * FROM (VALUES (1, 'records', 'scope', NULL), (2, 'inbox', 'consumer', 'records'),
                                    (3, 'inbox_entities', 'consumer', 'records'),
                                    (4, 'outbox', 'topic', 'none')) AS v(n, name, col, colocate)
@@ -594,7 +594,7 @@ BEGIN
     END LOOP;
 
     -- The functions delegated to the worker that owns their key: one round trip. Not the
-    -- outbox's emit, done, fail and requeue (docs/scaling.md, "The outbox").
+    -- outbox's emit, done, fail and requeue (docs/citus.md, "The outbox").
     FOR f IN SELECT p.oid::pg_catalog.regprocedure AS fn, p.proname,
                     CASE WHEN p.proname IN ('idem_claim', 'idem_complete', 'idem_fail',
                                             'idem_heartbeat', 'idem_lookup') THEN 'scope'

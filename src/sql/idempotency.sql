@@ -1053,7 +1053,7 @@ REVOKE ALL ON idem_bindings FROM PUBLIC;
 COMMENT ON VIEW idem_bindings IS
     'The bindings of idempotency.bindings (kind, prefix, role), by kind and prefix.';
 
--- Scaling out on Citus (docs/scaling.md) ---------------------------------------------------------
+-- Citus: distributed tables (docs/citus.md) -------------------------------------------------------
 -- idem_distribute() distributes the extension's tables and delegates its per-key functions. It
 -- looks every Citus object up by name at run time (to_regproc, to_regclass, EXECUTE with %I/%L
 -- or parameters), so the extension does not depend on Citus: without it, the call only says
@@ -1078,7 +1078,7 @@ COMMENT ON VIEW idem_bindings IS
 --   query or a transaction uses together, while a shard move or a tenant isolation of a hot
 --   topic would drag the co-located records and inbox shards along.
 --
--- The functions (docs/scaling.md "The outbox"):
+-- The functions (docs/citus.md "The outbox"):
 -- - idem_outbox_next is delegated by topic: it takes only row locks in the topic's shard, so it
 --   may run on the worker that holds it.
 -- - idem_outbox_emit is not delegated. Its per-key lock (a transaction lock of the node that
@@ -1132,7 +1132,7 @@ BEGIN
     END IF;
 
     -- The tables, in co-location order: records first, the inbox's with it; the outbox in a
-    -- group of its own (docs/scaling.md, "The outbox").
+    -- group of its own (docs/citus.md, "The outbox").
     FOR t IN SELECT * FROM (VALUES (1, 'records', 'scope', NULL), (2, 'inbox', 'consumer', 'records'),
                                    (3, 'inbox_entities', 'consumer', 'records'),
                                    (4, 'outbox', 'topic', 'none')) AS v(n, name, col, colocate)
@@ -1174,7 +1174,7 @@ BEGIN
     END LOOP;
 
     -- The functions delegated to the worker that owns their key: one round trip. Not the
-    -- outbox's emit, done, fail and requeue (docs/scaling.md, "The outbox").
+    -- outbox's emit, done, fail and requeue (docs/citus.md, "The outbox").
     FOR f IN SELECT p.oid::pg_catalog.regprocedure AS fn, p.proname,
                     CASE WHEN p.proname IN ('idem_claim', 'idem_complete', 'idem_fail',
                                             'idem_heartbeat', 'idem_lookup') THEN 'scope'

@@ -18,7 +18,7 @@
 // --expect sync asserts all of them (synchronous replication: nothing acknowledged may be lost);
 // --expect async MEASURES the losses (printed as FIGURE lines) and asserts only what must hold
 // inside the surviving database (effects exactly once, order, one row per event).
-//   failover_test --conninfo CI --setup                  tables of the effects (once, on the primary)
+//   failover_test --conninfo CI --setup      the tables of the effects (once, on the primary)
 //   failover_test --conninfo CI --seconds S --tag T --expect sync|async [--break]
 // --break writes the effect of every 50th acknowledged key twice: the run must FAIL.
 // Stderr: first errors; stdout: the invariant table and FIGURE lines (key=value).
@@ -155,8 +155,7 @@ void replay_check(Client &cl, const std::string &key, int amount, const std::str
         pqxx::nontransaction n(cl.get());
         auto r = idem::db::exec_params1(n, CLAIM_SQL, "pay", key, amount, "1 second");
         ack.replay_checks++;
-        if (r[0].as<std::string>() != "replayed" || r[2].is_null() ||
-            r[2].as<std::string>() != pid)
+        if (r[0].as<std::string>() != "replayed" || r[2].is_null() || r[2].as<std::string>() != pid)
             ack.replay_wrong++;
     } catch (const std::exception &e) {
         cl.reset(); // lost in the failover: nothing to check
@@ -256,8 +255,8 @@ void inbox_work(Client &cl, const std::string &id, int kind, Acked &ack, ErrorLo
 }
 
 // One outbox emit of aggregate key (or none), with a dedup_key every 5th; n orders a key's emits.
-void emit(Client &cl, const std::string &key, long n, bool dedup, const std::string &tag, Acked &ack,
-          ErrorLog &errors) {
+void emit(Client &cl, const std::string &key, long n, bool dedup, const std::string &tag,
+          Acked &ack, ErrorLog &errors) {
     std::string id;
     bool ok = until_answered(cl, errors, [&](pqxx::connection &c) {
         pqxx::work w(c);
@@ -292,8 +291,7 @@ long relay_once(Client &cl, Acked &ack, ErrorLog &errors) {
                                   "VALUES ($1::uuid, $2, $3::bigint)",
                                   id, row[2].is_null() ? std::string() : row[2].as<std::string>(),
                                   row[3].as<std::string>());
-            idem::db::exec_params(w, "SELECT idem_outbox_done($1::uuid, $2)", id,
-                                  row[1].as<int>());
+            idem::db::exec_params(w, "SELECT idem_outbox_done($1::uuid, $2)", id, row[1].as<int>());
         }
         w.commit();
         handled += static_cast<long>(r.size());
@@ -315,10 +313,9 @@ long relay_once(Client &cl, Acked &ack, ErrorLog &errors) {
             pqxx::row row = idem::db::row_at(r, i);
             std::string id = row[0].as<std::string>();
             idem::db::exec_params(w, "INSERT INTO inbox_effects VALUES ('queued', $1)", id);
-            std::string o =
-                idem::db::exec_params1(w, "SELECT idem_inbox_done('queued', $1, $2)", id,
-                                       row[1].as<int>())[0]
-                    .as<std::string>();
+            std::string o = idem::db::exec_params1(w, "SELECT idem_inbox_done('queued', $1, $2)",
+                                                   id, row[1].as<int>())[0]
+                                .as<std::string>();
             if (o != "done")
                 throw std::runtime_error("idem_inbox_done of " + id + ": " + o);
         }
@@ -344,7 +341,8 @@ void purge_once(Client &cl, const std::string &tag, long i, Acked &ack) {
         pqxx::nontransaction n(cl.get());
         std::string key = tag + "-f" + std::to_string(i);
         auto r = idem::db::exec_params1(
-            n, "SELECT outcome, attempt FROM idem_claim('fodder', $1, NULL, '1 second', '1 second')",
+            n,
+            "SELECT outcome, attempt FROM idem_claim('fodder', $1, NULL, '1 second', '1 second')",
             key);
         if (r[0].as<std::string>() == "claimed") {
             idem::db::exec_params(n, "SELECT idem_complete('fodder', $1, $2, 'r')", key,
@@ -352,9 +350,10 @@ void purge_once(Client &cl, const std::string &tag, long i, Acked &ack) {
             ack.fodder++;
         }
         if (i % 10 == 0) {
-            long d = i % 20 == 0 ? n.exec("SELECT idem_purge()")[0][0].as<long>()
-                                 : n.exec("CALL idem_purge_loop(max_duration => '2 seconds')")[0][0]
-                                       .as<long>();
+            long d =
+                i % 20 == 0
+                    ? n.exec("SELECT idem_purge()")[0][0].as<long>()
+                    : n.exec("CALL idem_purge_loop(max_duration => '2 seconds')")[0][0].as<long>();
             ack.purged += d;
             ack.purge_calls++;
         }
@@ -403,10 +402,11 @@ int main(int argc, char **argv) {
     const bool sync = a.expect == "sync";
     const int payers = 4;
     auto t0 = std::chrono::steady_clock::now();
-    std::printf("failover_test %s: %d payment clients (single-tx and two-phase, 1 in 10 idem_fail), "
-                "inbox + webhooks, outbox emitter, relay + inbox worker, purge; %.0f s; expect %s%s\n",
-                a.tag.c_str(), payers, a.seconds, a.expect.c_str(),
-                a.broken ? " (--break: every 50th effect written twice)" : "");
+    std::printf(
+        "failover_test %s: %d payment clients (single-tx and two-phase, 1 in 10 idem_fail), "
+        "inbox + webhooks, outbox emitter, relay + inbox worker, purge; %.0f s; expect %s%s\n",
+        a.tag.c_str(), payers, a.seconds, a.expect.c_str(),
+        a.broken ? " (--break: every 50th effect written twice)" : "");
     std::fflush(stdout);
     Acked ack;
     ErrorLog errors;
@@ -495,12 +495,13 @@ int main(int argc, char **argv) {
             th[i].join();
     producers_done = true;
     th[th.size() - 2].join();
-    std::printf("load: %zu payments, %zu failures, %zu inbox deliveries, %zu outbox emits acknowledged; "
-                "%ld relayed, %ld queued inbox events done, %ld replay checks, %ld purge calls "
-                "deleted %ld; %.1f s\n",
-                ack.payments.size(), ack.failures.size(), ack.inbox.size(), ack.outbox.size(),
-                ack.relayed.load(), ack.inbox_done.load(), ack.replay_checks.load(),
-                ack.purge_calls.load(), ack.purged.load(), seconds_since(t0));
+    std::printf(
+        "load: %zu payments, %zu failures, %zu inbox deliveries, %zu outbox emits acknowledged; "
+        "%ld relayed, %ld queued inbox events done, %ld replay checks, %ld purge calls "
+        "deleted %ld; %.1f s\n",
+        ack.payments.size(), ack.failures.size(), ack.inbox.size(), ack.outbox.size(),
+        ack.relayed.load(), ack.inbox_done.load(), ack.replay_checks.load(), ack.purge_calls.load(),
+        ack.purged.load(), seconds_since(t0));
     errors.print("load");
 
     std::vector<Invariant> inv;
@@ -533,8 +534,8 @@ int main(int argc, char **argv) {
         }
         long acked = static_cast<long>(ack.payments.size());
         row("acknowledged completions kept", acked, kept, sync, "resource_id = the answer");
-        long completed = one_long(
-            n, "SELECT count(*) FROM idempotency.records WHERE scope = 'pay' AND status = 'completed'");
+        long completed = one_long(n, "SELECT count(*) FROM idempotency.records WHERE scope = 'pay' "
+                                     "AND status = 'completed'");
         long effects = one_long(n, "SELECT count(*) FROM payments WHERE scope = 'pay'");
         long twice = one_long(n, "SELECT count(*) FROM (SELECT key FROM payments WHERE scope = "
                                  "'pay' GROUP BY key HAVING count(*) > 1) d");
@@ -554,12 +555,15 @@ int main(int argc, char **argv) {
                 "SELECT c.outcome, c.resource_id IS NOT DISTINCT FROM pid FROM unnest($1::text[], "
                 "$2::int[], $3::text[]) AS u(k, amount, pid), LATERAL idem_claim('pay', k, "
                 "sha256(convert_to(k || ':' || amount::text, 'UTF8')), '1 second') c",
-                text_array(keys), "{" + [&] {
-                    std::string s;
-                    for (size_t i = 0; i < amounts.size(); i++)
-                        s += (i ? "," : "") + amounts[i];
-                    return s;
-                }() + "}",
+                text_array(keys),
+                "{" +
+                    [&] {
+                        std::string s;
+                        for (size_t i = 0; i < amounts.size(); i++)
+                            s += (i ? "," : "") + amounts[i];
+                        return s;
+                    }() +
+                    "}",
                 text_array([&] {
                     std::vector<std::string> v;
                     for (auto &p : ack.payments)
@@ -579,8 +583,8 @@ int main(int argc, char **argv) {
             }
         }
         row("retries of acknowledged keys that replay it", acked, replayed, sync,
-            "claimed again: " + std::to_string(claimed) + ", reclaimed: " +
-                std::to_string(reclaimed) + ", other: " + std::to_string(other));
+            "claimed again: " + std::to_string(claimed) +
+                ", reclaimed: " + std::to_string(reclaimed) + ", other: " + std::to_string(other));
         row("retries right after the answer that replayed it", ack.replay_checks,
             ack.replay_checks - ack.replay_wrong, true);
         row("acknowledged two-phase claims claimed afresh", 0, ack.claims_lost, sync,

@@ -1,5 +1,5 @@
-// Recovery of stuck operations (README "Recovery of stuck operations"): a worker claims in
-// two-phase mode (the claim commits) and dies before completing,
+// Recovery of stuck operations (docs/lifecycle.md "Reconciling a stuck operation"): a worker
+// claims in two-phase mode (the claim commits) and dies before completing,
 //   1. its backend killed with SIGKILL (the postmaster then restarts every backend and runs
 //      crash recovery), and
 //   2. the whole server stopped with pg_ctl stop -m immediate and started again.

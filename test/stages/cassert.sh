@@ -75,7 +75,8 @@ build_module() { # prefix dir
     local prefix=$1 dir=$2 so
     sync_tree "$dir"
     # CFLAGS/CXXFLAGS of that server carry the sanitizers; PGXS adds them to the module's.
-    if ! { make -C "$dir" -s -j2 PG_CONFIG="$prefix/bin/pg_config" &&
+    # IDEM_WERROR=1: a warning fails the build, as in every build of test/run-all.
+    if ! { make -C "$dir" -s -j2 PG_CONFIG="$prefix/bin/pg_config" IDEM_WERROR=1 &&
         "$dir/test/upgrade/scripts" prune "$prefix/bin/pg_config" &&
         make -C "$dir" -s PG_CONFIG="$prefix/bin/pg_config" install; } >"$OUT/module-build.log" 2>&1; then
         tail -n 30 "$OUT/module-build.log"

@@ -9,7 +9,7 @@
 # built anew. test/chroot copies the tarball into the chroot, so `test/run-all --pg 17 citus`
 # (or `test/chroot run 17 citus`) runs it in the PostgreSQL 17 chroot.
 #
-# It sets the cluster up as a user would (docs/scaling.md "The three commands"): CREATE
+# It sets the cluster up as a user would (docs/citus.md "The three commands"): CREATE
 # EXTENSION citus on every node, the workers registered on the coordinator, CREATE EXTENSION
 # idempotency on the coordinator (Citus runs it on the workers itself; the stage checks that it
 # did), then SELECT * FROM idem_distribute(). Every row must then land in the shard that owns
@@ -28,7 +28,7 @@
 # Ports: IDEM_CITUS_PORT (default IDEM_PGPORT + 2) for the coordinator, the next two for the
 # workers; cluster directories under /tmp/idem-citus-<port>.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 ROOT=$(pwd)
 PORT0=${IDEM_CITUS_PORT:-$((${IDEM_PGPORT:-25329} + 2))}
 PORTS=("$PORT0" "$((PORT0 + 1))" "$((PORT0 + 2))")
@@ -73,7 +73,7 @@ if [ "${1:-}" = stop ]; then
 fi
 
 # --- Citus: find the tarball, build once, install ------------------------------------------------
-tarball=${IDEM_CITUS_TARBALL:-$(ls "$ROOT"/../shared/thirdparty/citus-*.tar.gz 2>/dev/null | sort -V | tail -n 1)}
+tarball=${IDEM_CITUS_TARBALL:-$(printf '%s\n' "$ROOT"/../shared/thirdparty/citus-*.tar.gz | sort -V | tail -n 1)}
 [ -n "$tarball" ] && [ -f "$tarball" ] ||
     skip "no Citus source: ${IDEM_CITUS_TARBALL:-$(cd "$ROOT/.." && pwd)/shared/thirdparty/citus-*.tar.gz} is absent (the repository's ../shared/thirdparty; or set IDEM_CITUS_TARBALL)"
 case "$MAJOR" in
@@ -169,12 +169,13 @@ if [ -n "${IDEM_CITUS_KEEP:-}" ] && [ "${IDEM_CITUS_KEEP}" = setup ]; then
     exit 0
 fi
 
-# --- idem_distribute() (docs/scaling.md) ---------------------------------------------------------
+# --- idem_distribute() (docs/citus.md) ---------------------------------------------------------
 # records by scope; the inbox and its ordering guard by consumer, co-located (one shard group
 # holds a consumer's events and entities, so idem_inbox_* stay single-shard); the outbox by
 # topic in a group of its own; the per-key functions delegated by scope / consumer, and
 # idem_outbox_next by topic.
 out=$(q 0 "SELECT object || ': ' || action FROM idem_distribute()") || fail "idem_distribute()"
+# shellcheck disable=SC2001 # a prefix on every line of $out
 echo "$out" | sed 's/^/citus:   /'
 n_dist=$(echo "$out" | grep -c ': distributed by ')
 n_deleg=$(echo "$out" | grep -c ': delegated by ')
@@ -216,7 +217,7 @@ looked=$(q 0 "SELECT count(*) FROM idem_lookup('$scope', 'key-1')")
 q 0 "CREATE EXTENSION IF NOT EXISTS pgstattuple" >/dev/null || fail "CREATE EXTENSION pgstattuple"
 shell=()
 for i in 0 1 2; do
-    shell[$i]=$(q $i "SELECT tuple_count FROM pgstattuple('idempotency.records')")
+    shell[i]=$(q $i "SELECT tuple_count FROM pgstattuple('idempotency.records')")
 done
 say "shard $shard_rel on ${NAMES[$owner]}: $in_shard row(s); count(*) over the distributed table: $in_dist; idem_lookup: $looked row(s)"
 say "rows in the shell table idempotency.records: coordinator ${shell[0]}, worker1 ${shell[1]}, worker2 ${shell[2]}"
@@ -247,14 +248,14 @@ expect() { [ "$2" = "$3" ] || fail "$1: expected '$3', got '$2'"; }
 # shell_rows TABLE: the rows in the relation itself (never a shard) on each node, "c w1 w2".
 shell_rows() {
     local r=()
-    for i in 0 1 2; do r[$i]=$(q $i "SELECT tuple_count FROM pgstattuple('idempotency.$1')"); done
+    for i in 0 1 2; do r[i]=$(q $i "SELECT tuple_count FROM pgstattuple('idempotency.$1')"); done
     echo "${r[*]}"
 }
 # shard_rows TABLE: the rows in all shards of TABLE, per worker: "w1 w2".
 shard_rows() {
     local r=()
     for i in 1 2; do
-        r[$i]=$(q 0 "SELECT coalesce(sum(result::bigint), 0) FROM run_command_on_placements('idempotency.$1', 'SELECT count(*) FROM %s') c
+        r[i]=$(q 0 "SELECT coalesce(sum(result::bigint), 0) FROM run_command_on_placements('idempotency.$1', 'SELECT count(*) FROM %s') c
                      WHERE c.nodeport = ${PORTS[$i]}")
     done
     echo "${r[1]} ${r[2]}"
@@ -338,6 +339,7 @@ SELECT idem_fail('$s', 'o2', 1, retryable => false);
 COMMIT;
 SQL
     )
+    # shellcheck disable=SC2086,SC2116 # $(echo $got): its words on one line
     expect "$w coordinator transaction" "$(echo $got)" "claimed t claimed t"
     expect "$w delegated replay of the transaction's claim" "$(qv 0 "SELECT outcome || ' ' || response_status FROM idem_claim('$s', 'o1', '\\x01')")" "replayed 201"
     expect "$w delegated claim of the transaction's failed key" "$(qv 0 "SELECT outcome FROM idem_claim('$s', 'o2')")" "replayed"
@@ -418,7 +420,7 @@ expect "pg_cron runs (succeeded failed)" "${runs#* }" 0
 expect "idem_unschedule_purge()" "$(qv 0 "SELECT idem_unschedule_purge()")" t
 say "pg_cron on the coordinator: job $job (idem_schedule_purge('2 seconds')) purged both workers' shards (${runs% *} run(s) succeeded, none failed)"
 
-# --- The outbox (issue 17; docs/scaling.md "The outbox") -----------------------------------------
+# --- The outbox (issue 17; docs/citus.md "The outbox") -----------------------------------------
 # idempotency.outbox is distributed by topic in a co-location group of its own; idem_outbox_next
 # is delegated by topic; idem_outbox_emit runs on the coordinator (its key lock and its sequence
 # number there, the INSERT routed to the topic's shard) and is refused on a worker; done, fail
@@ -475,6 +477,7 @@ SELECT idem_outbox_emit('$t', '{"n": 2}'::jsonb, 'B') IS NOT NULL;
 COMMIT;
 SQL
     )
+    # shellcheck disable=SC2086,SC2116 # $(echo $got): its words on one line
     expect "$t emit in a coordinator transaction" "$(echo $got)" "t t"
     expect "$t emit A 3" "$(qo 0 "SELECT idem_outbox_emit('$t', '{\"n\": 3}'::jsonb, 'A') IS NOT NULL")" t
     expect "$t emit A 4" "$(qo 0 "SELECT idem_outbox_emit('$t', '{\"n\": 4}', 'A') IS NOT NULL")" t
@@ -516,15 +519,15 @@ SQL
     e1=$(id_of "$t" 1); e2=$(id_of "$t" 2); e3=$(id_of "$t" 3); e4=$(id_of "$t" 4); e5=$(id_of "$t" 5); e6=$(id_of "$t" 6)
     expect "$t done of a stale attempt (with the topic)" "$(qo 0 "SELECT idem_outbox_done('$e1', 2, '$t')")" IK002
     expect "$t done of a stale attempt (without)" "$(qo 0 "SELECT idem_outbox_done('$e1', 2)")" IK002
-    expect "$t done 1 with the topic" "$(qo 0 "SELECT idem_outbox_done('$e1', 1, '$t')")" done
+    expect "$t done 1 with the topic" "$(qo 0 "SELECT idem_outbox_done('$e1', 1, '$t')")" "done"
     expect "$t done 1 again" "$(qo 0 "SELECT idem_outbox_done('$e1', 1)")" IK003
     expect "$t next after 1 is done" "$(handed "$t" 10)" 3
-    expect "$t done 2 without the topic" "$(qo 0 "SELECT idem_outbox_done('$e2', 1)")" done
+    expect "$t done 2 without the topic" "$(qo 0 "SELECT idem_outbox_done('$e2', 1)")" "done"
     expect "$t next after 2 is done" "$(handed "$t" 10)" 5
-    expect "$t done 3 with a NULL topic" "$(qo 0 "SELECT idem_outbox_done('$e3', 1, NULL)")" done
+    expect "$t done 3 with a NULL topic" "$(qo 0 "SELECT idem_outbox_done('$e3', 1, NULL)")" "done"
     expect "$t next after 3 is done" "$(handed "$t" 10)" 4
     for e in "$e4" "$e5" "$e6"; do
-        expect "$t done $e" "$(qo 0 "SELECT idem_outbox_done('$e', 1)")" done
+        expect "$t done $e" "$(qo 0 "SELECT idem_outbox_done('$e', 1)")" "done"
     done
     expect "$t next when all are done" "$(handed "$t" 10)" ""
     expect "$t done of an unknown event (without the topic)" "$(qo 0 "SELECT idem_outbox_done('$(q 0 "SELECT idem_uuid_v7()")', 1)")" IK001
@@ -566,7 +569,7 @@ relay() { # N topic|notopic: "got topic key n attempt" per event into $BASE/rela
                 else
                     d=$(qo 0 "SELECT idem_outbox_done('$id', $attempt)")
                 fi
-                [ "$d" = done ] || echo "not-done $t $n $d"
+                [ "$d" = "done" ] || echo "not-done $t $n $d"
             done <<<"$(q 0 "SELECT event_id, key, payload->>'n', attempt FROM idem_outbox_next('$t', 2)")"
         done
         if [ $got = 0 ]; then empty=$((empty + 1)); sleep 0.1; else empty=0; fi
@@ -675,10 +678,10 @@ sleep 2.2
 effects=$(cat "$BASE"/load.* | awk '$3 == "t" { n[$1]++ } END { m = 0; for (k in n) if (n[k] > m) m = n[k]; print m }')
 [ "$effects" -le 1 ] || fail "worker restart: a key has $effects acknowledged completes"
 lost=0
-for k in $(cat "$BASE"/load.* | awk '$3 == "t" { print $1 }' | sort -u); do
+while read -r k; do
     st=$(q 0 "SELECT status FROM idem_lookup('$k', 'k')")
     [ "$st" = completed ] || { lost=$((lost + 1)); echo "citus: $k acknowledged but $st" >&2; }
-done
+done < <(cat "$BASE"/load.* | awk '$3 == "t" { print $1 }' | sort -u)
 expect "worker restart: acknowledged completions lost" "$lost" 0
 stuck=0
 for n in $(seq 1 80); do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Proves that a scheduled purge really runs under pg_cron (README "Scheduling with pg_cron"):
+# Proves that a scheduled purge really runs under pg_cron (docs/lifecycle.md "pg_cron deployment"):
 #  1. in the cron database (cron.database_name = postgres) a job purging that database;
 #  2. from the cron database, a job purging another database (cron.schedule_in_database);
 # each deletes exactly the expired rows and keeps the live ones, and cron.job_run_details shows
@@ -76,7 +76,7 @@ expect="idempotency-purge:$EMPTY_DB * * * * * $EMPTY_DB postgres true | idempote
 echo "cron: jobs $local_job ($CRON_DB), $remote_job ($TARGET_DB, as $PURGE_ROLE) and $empty_job ($EMPTY_DB) scheduled: $jobs"
 
 # wait for a succeeded run of each (at the next minute boundary)
-for i in $(seq 1 90); do
+for _ in $(seq 1 90); do
     done_runs=$(q $CRON_DB "SELECT count(DISTINCT jobid) FROM cron.job_run_details
                             WHERE jobid IN ($local_job, $remote_job) AND status = 'succeeded'")
     [ "$done_runs" = 2 ] && break
@@ -86,7 +86,7 @@ for i in $(seq 1 90); do
     sleep 1
 done
 [ "$done_runs" = 2 ] || fail "no succeeded run of both jobs after 90 s: $(q $CRON_DB "SELECT * FROM cron.job_run_details")"
-for i in $(seq 1 30); do
+for _ in $(seq 1 30); do
     empty_run=$(q $CRON_DB "SELECT status || ': ' || split_part(return_message, E'\\n', 1) FROM cron.job_run_details
                             WHERE jobid = $empty_job AND status IN ('failed', 'succeeded') LIMIT 1")
     [ -n "$empty_run" ] && break
@@ -101,7 +101,7 @@ q $CRON_DB "SELECT jobid, database, command, status, return_message FROM cron.jo
             WHERE jobid IN ($local_job, $remote_job) ORDER BY jobid, runid" | sed 's/^/cron: run /'
 
 for db in $CRON_DB $TARGET_DB; do
-    counts=$(q $db "SELECT count(*) FILTER (WHERE key LIKE 'expired-%') || ' expired, ' ||
+    counts=$(q "$db" "SELECT count(*) FILTER (WHERE key LIKE 'expired-%') || ' expired, ' ||
                            count(*) FILTER (WHERE key LIKE 'live-%') || ' live, ' ||
                            count(*) FILTER (WHERE key = 'stuck') || ' stuck'
                     FROM idempotency.records")

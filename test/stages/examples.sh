@@ -9,13 +9,13 @@
 # A service whose directory does not exist is a failure. Needs the libpq environment of a running
 # cluster (test/pgcluster), IDEM_PGPORT, and build/fault_proxy (IDEM_BUILD: the build directory).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 BUILD=${IDEM_BUILD:-$(pwd)/build}
 PY=/usr/bin/python3 # Debian's, with python3-psycopg (not a python3 earlier in PATH)
 LANG_=${1:?usage: test/stages/examples.sh LANG ROUTE | clients}
 ROUTE=${2:-direct}
 # Ports, derived from the cluster's port so that concurrent runs (each with its own IDEM_PGPORT,
-# README) never meet, 30 per run from 2000 + 30 x (IDEM_PGPORT mod 1000): HTTP at +0..+17, 3 per
+# DEVELOPERS.md "Ports and clusters") never meet, 30 per run from 2000 + 30 x (IDEM_PGPORT mod 1000): HTTP at +0..+17, 3 per
 # language and route (the service, its proxies at +1 and +2); PgBouncer at +20 + n. All below
 # 32768, where Linux's ephemeral ports begin: a port in that range can be the local end of any
 # outgoing connection on the machine, and a listener then cannot bind it (a fresh-machine trial

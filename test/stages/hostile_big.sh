@@ -5,7 +5,7 @@
 # not a default stage. Needs the libpq environment of a running cluster (as a superuser: it raises
 # the bounds idempotency.max_response_bytes and max_inbox_payload_bytes).
 set -uo pipefail
-cd "$(dirname "$0")/../.." # the regress helper is read from test/regress/
+cd "$(dirname "$0")/../.." || exit 1 # the regress helper is read from test/regress/
 export PGOPTIONS='-c client_min_messages=warning'
 DB=idem_hostile_big
 psql -qAtX -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" || exit 1

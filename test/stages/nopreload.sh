@@ -9,7 +9,7 @@
 # default, the functions that use it fail with 22023; first without preload, then with it
 # (restarts).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 export IDEM_PGPORT=${IDEM_NOPRELOAD_PGPORT:-$((${IDEM_PGPORT:-25329} + 1))}
 export IDEM_PGDIR=/tmp/idem-pg-$IDEM_PGPORT
 export IDEM_PRELOAD=pg_cron
@@ -55,7 +55,7 @@ cp expected/lifecycle_states_nopreload.out "$out/expected/lifecycle_states.out"
 regress=$(dirname "$(pg_config --pgxs)")/../test/regress/pg_regress
 expecteddir=()
 "$regress" --help | grep -q -- --expecteddir && expecteddir=(--expecteddir="$out")
-PGOPTIONS= "$regress" --inputdir="$out" "${expecteddir[@]}" --outputdir="$out" \
+PGOPTIONS='' "$regress" --inputdir="$out" "${expecteddir[@]}" --outputdir="$out" \
     --bindir="$(pg_config --bindir)" --dbname=nopreload_regression --load-extension=idempotency \
     lifecycle_states >"$out/pg_regress.log" 2>&1
 prc=$?

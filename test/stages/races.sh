@@ -18,13 +18,13 @@ run() { # name, extra PGOPTIONS
     local out
     echo "SELECT outcome FROM idem_claim('$1', ((extract(epoch FROM clock_timestamp()) * 200)::bigint)::text);" >"$SCRIPT"
     out=$(PGOPTIONS="$PGOPTIONS $2" pgbench -n -c 16 -j 2 -T 3 -f "$SCRIPT" $DB 2>&1) || true
-    local done failed
-    done=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
+    local processed failed
+    processed=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
     failed=$(grep -c -E "ERROR|aborted|failed transactions: [1-9]" <<<"$out" || true)
     local keys
     keys=$(q -c "SELECT count(*) || ' keys, ' || count(*) FILTER (WHERE attempt <> 1) || ' not at attempt 1' FROM idempotency.records WHERE scope = '$1'")
-    printf '%-24s %8s transactions, %s error lines; %s\n' "$1" "${done:-0}" "$failed" "$keys"
-    if [ -z "$done" ] || [ "$done" = 0 ] || [ "$failed" != 0 ]; then
+    printf '%-24s %8s transactions, %s error lines; %s\n' "$1" "${processed:-0}" "$failed" "$keys"
+    if [ -z "$processed" ] || [ "$processed" = 0 ] || [ "$failed" != 0 ]; then
         grep -m3 -E "ERROR|aborted" <<<"$out" || true
         rc=1
     fi

@@ -22,7 +22,7 @@
 # (PGHOST/PGPORT/PGUSER, a superuser). Takes about a minute (the pg_cron job runs at the next
 # minute boundary).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 PARTS=${SECURITY_PARTS:-lint catalog attack}
 DB=idem_security
 OWNED=idem_security_owned
@@ -59,7 +59,7 @@ sq -d postgres -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "DROP DATABASE I
 sq -d postgres -f test/security/roles.sql || exit 1
 sq -d postgres -c "CREATE DATABASE $DB" -c "CREATE DATABASE $OWNED OWNER sec_dbowner" || exit 1
 for db in $DB $OWNED; do
-    sq -d $db -c "CREATE EXTENSION idempotency" -f test/security/setup.sql -f test/security/grants.sql \
+    sq -d "$db" -c "CREATE EXTENSION idempotency" -f test/security/setup.sql -f test/security/grants.sql \
         -f test/security/seed.sql >/dev/null || exit 1
 done
 say "PostgreSQL $(sq -d $DB -tAc "SHOW server_version"), idempotency $(sq -d $DB -tAc "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'")"
@@ -74,7 +74,7 @@ want attack || { rm -rf "$LOGS"; [ $failures = 0 ]; exit; }
 # --- decoys in schemas of their own ----------------------------------------------------------------
 LOGINS="sec_payments_service sec_reconciler sec_ops_login sec_monitoring sec_all_exec"
 for role in $LOGINS; do
-    psql -X -q -v ON_ERROR_STOP=1 -U $role -d $DB -v schema=$role -f test/security/plant_schema.sql \
+    psql -X -q -v ON_ERROR_STOP=1 -U "$role" -d $DB -v schema="$role" -f test/security/plant_schema.sql \
         >>"$LOGS/plant" 2>&1 || { cat "$LOGS/plant" >&2; bad "planting the decoys of $role"; }
 done
 # the database owner: its own schema, and the database's search path
@@ -115,13 +115,13 @@ combos="on:on:1 on:off:0 off:on:0 off:off:1" # direct_access : claim_scan : pg_t
 for role in $LOGINS; do
     for c in $combos; do
         IFS=: read -r direct scan temp <<<"$c"
-        battery $role $DB "$role/$direct-$scan" $direct $scan $temp $role
+        battery "$role" $DB "$role/$direct-$scan" "$direct" "$scan" "$temp" "$role"
     done
 done
 for c in $combos; do
     IFS=: read -r direct scan temp <<<"$c"
-    battery sec_dbowner $OWNED "sec_dbowner/$direct-$scan" $direct $scan $temp ""
-    battery "$SUPER" $OWNED "superuser/$direct-$scan" $direct $scan 0 ""
+    battery sec_dbowner $OWNED "sec_dbowner/$direct-$scan" "$direct" "$scan" "$temp" ""
+    battery "$SUPER" $OWNED "superuser/$direct-$scan" "$direct" "$scan" 0 ""
 done
 # the superuser's purge in a fresh session of the owner's database, as pg_cron runs it
 PGOPTIONS='-c attack.call=CALL_idem_purge_loop_as_pg_cron' psql -X -q -U "$SUPER" -d $OWNED \
@@ -130,7 +130,7 @@ PGOPTIONS='-c attack.call=CALL_idem_purge_loop_as_pg_cron' psql -X -q -U "$SUPER
 
 if [ -n "$jobs" ]; then
     n_jobs=$(tr ',' '\n' <<<"$jobs" | grep -c .)
-    for i in $(seq 1 75); do
+    for _ in $(seq 1 75); do
         ran=$(sq -d postgres -tAc "SELECT count(DISTINCT jobid) FROM cron.job_run_details
                                   WHERE jobid IN ($jobs) AND status IN ('succeeded', 'failed')")
         [ "$ran" = "$n_jobs" ] && break
@@ -149,10 +149,10 @@ fi
 # --- the verdict -----------------------------------------------------------------------------------
 calls=0 ok=0 unreach=0 wrong=0 planted=0 fired=0 crossed=0
 for db in $DB $OWNED; do
-    sq -d $db -f test/security/report.sql >"$LOGS/report-$db" 2>&1 || { cat "$LOGS/report-$db" >&2; bad "report of $db"; }
+    sq -d "$db" -f test/security/report.sql >"$LOGS/report-$db" 2>&1 || { cat "$LOGS/report-$db" >&2; bad "report of $db"; }
     grep -E '^(CROSSED|WRONG|ESCALATED):' "$LOGS/report-$db" | sed "s/^/security: $db: /" >&2
     grep '^same-role' "$LOGS/report-$db" | sed "s/^/security: $db: /"
-    IFS='|' read -r _ c o u w s p f x <<<"$(grep '^counts' "$LOGS/report-$db" | tr -d ' ')"
+    IFS='|' read -r _ c o u w _ p f x <<<"$(grep '^counts' "$LOGS/report-$db" | tr -d ' ')"
     calls=$((calls + c)) ok=$((ok + o)) unreach=$((unreach + u)) wrong=$((wrong + w))
     planted=$((planted + p)) fired=$((fired + f)) crossed=$((crossed + x))
     grep -q '^ESCALATED:' "$LOGS/report-$db" && bad "a decoy's ALTER ROLE ... SUPERUSER succeeded (above)"

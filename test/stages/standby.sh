@@ -262,7 +262,7 @@ ORDER BY 1
 SQL
 )
 declare -A called=()
-# Citus's routines answer on a primary without Citus as they do on the standby (docs/scaling.md);
+# Citus's routines answer on a primary without Citus as they do on the standby (docs/citus.md);
 # the trigger function is called by the trigger only.
 declare -A primary_answer=([idem_distribute]=0A000 [idem_purge_shards]=0A000 [idem_bindings_changed]=39P01)
 n_calls=0 n_ok=0 n_refused=0

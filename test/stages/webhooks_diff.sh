@@ -7,10 +7,12 @@
 # timestamps accepted) must fail.
 # Needs node and npm (test/install-deps webhooks) and the cluster of test/run-all (PG*).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 CACHE=${IDEM_WH_NODE_CACHE:-/var/tmp/idem-webhooks-node}
-command -v node >/dev/null && command -v npm >/dev/null ||
-    { echo "webhooks_diff: node and npm are needed (test/install-deps webhooks)" >&2; exit 1; }
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    echo "webhooks_diff: node and npm are needed (test/install-deps webhooks)" >&2
+    exit 1
+fi
 # Node uses its own list of authorities; add the system's (which test/chroot keeps in step with
 # this machine's additions).
 [ -n "${NODE_EXTRA_CA_CERTS:-}" ] || [ ! -f /etc/ssl/certs/ca-certificates.crt ] ||
@@ -18,10 +20,12 @@ command -v node >/dev/null && command -v npm >/dev/null ||
 stamp=$(sha256sum test/webhooks/package-lock.json | cut -d' ' -f1)
 if [ "$(cat "$CACHE/.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -d "$CACHE/node_modules" ]; then
     echo "webhooks_diff: npm ci into $CACHE"
-    rm -rf "$CACHE" && mkdir -p "$CACHE" &&
+    if ! { rm -rf "$CACHE" && mkdir -p "$CACHE" &&
         cp test/webhooks/package.json test/webhooks/package-lock.json "$CACHE/" &&
-        (cd "$CACHE" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
-        { echo "webhooks_diff: npm ci failed" >&2; exit 1; }
+        (cd "$CACHE" && npm ci --no-audit --no-fund --loglevel=error >/dev/null); }; then
+        echo "webhooks_diff: npm ci failed" >&2
+        exit 1
+    fi
     echo "$stamp" >"$CACHE/.stamp"
 else
     echo "webhooks_diff: packages from $CACHE (lock file unchanged)"

@@ -1,5 +1,5 @@
 -- pgTAP: schema, privileges, function signatures, comments, search_path safety and the whole
--- flow as an application role with only the documented grants (README "Privileges").
+-- flow as an application role with only the documented grants (docs/operations.md "Privileges").
 -- Runs in one transaction that is rolled back: the extension, the roles and the planted
 -- objects leave nothing behind.
 \set ON_ERROR_STOP 1
@@ -103,7 +103,7 @@ SELECT ok(NOT has_function_privilege('public', 'idem_claim(text,text,bytea,inter
 SELECT ok(has_function_privilege('public', 'idem_fingerprint(jsonb,text[],text[],boolean)', 'EXECUTE'),
           'PUBLIC can execute idem_fingerprint');
 
--- The application role: the GRANT recipe of README "Privileges", nothing more ----------------------------
+-- The application role: the GRANT recipe of docs/operations.md "Privileges", nothing more ----------------------------
 CREATE ROLE idempotency_user NOLOGIN;
 GRANT EXECUTE ON FUNCTION
     idem_claim(text, text, bytea, interval, interval, boolean),

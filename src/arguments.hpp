@@ -1,4 +1,5 @@
-// Argument checks and the extension's own SQLSTATEs, shared by the SQL-callable functions.
+// Argument checks shared by the SQL-callable functions: NULL and absent arguments, intervals.
+// The extension's own SQLSTATEs are in src/sqlstates.hpp.
 #pragma once
 
 #include "pg_cpp.hpp"
@@ -11,11 +12,6 @@ extern "C" {
 }
 
 namespace idem::pg {
-
-// The extension's SQLSTATE class IK (implementation-defined; listed in the README).
-inline constexpr int IK_NOT_FOUND = MAKE_SQLSTATE('I', 'K', '0', '0', '1'); // unknown key/event
-inline constexpr int IK_FENCED = MAKE_SQLSTATE('I', 'K', '0', '0', '2');    // stale attempt
-inline constexpr int IK_FINISHED = MAKE_SQLSTATE('I', 'K', '0', '0', '3');  // already finished
 
 // Raises 22004 when argument argno is NULL; hint, when given, says what to do instead.
 inline void require_arg(FunctionCallInfo fcinfo, int argno, const char *name,
