@@ -41,8 +41,12 @@ DATA_built = $(EXTENSION)--0.1.sql $(EXTENSION)--0.1--0.2.sql $(EXTENSION)--0.2-
 DATA = $(filter-out $(DATA_built),$(call src_files,$(EXTENSION)--*--*.sql))
 
 PG_CPPFLAGS = -I$(SRC)/core -I$(SRC)/src
+# CXXFLAGS from the environment come last (a package build: dh exports dpkg-buildflags'
+# hardening and -ffile-prefix-map there); PGXS takes CXXFLAGS from pg_config and hands the
+# environment's CFLAGS on (COPT) to the C compiler only.
+ENV_CXXFLAGS := $(if $(filter environment,$(origin CXXFLAGS)),$(CXXFLAGS))
 PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-register \
-              -fvisibility-inlines-hidden
+              -fvisibility-inlines-hidden $(ENV_CXXFLAGS)
 SHLIB_LINK = -lcrypto -lstdc++
 
 # The core uses C++ features that clang's bitcode pass would need the same flags for;
