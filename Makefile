@@ -5,10 +5,17 @@ EXTENSION = idempotency
 EXTVERSION = 1.0.0
 MODULE_big = idempotency
 
+# The source tree: the current directory, or VPATH in an out-of-tree build (pg_buildext runs
+# `make -C build-NN -f <source>/Makefile VPATH=<source>` once per major). The wildcards below look
+# there and keep names relative to it (make finds them through VPATH); the object directories
+# are made in the build tree, where the compiler writes.
+SRC := $(if $(VPATH),$(VPATH),.)
+src_files = $(patsubst $(SRC)/%,%,$(sort $(wildcard $(addprefix $(SRC)/,$(1)))))
+
 # The server-independent core (core/, the canonicaliser in core/jcs/) is compiled into the
 # module as objects; src/ holds the thin PostgreSQL layer.
-CORE_SRCS = $(sort $(wildcard core/*.cpp core/jcs/*.cpp))
-PG_SRCS = $(sort $(wildcard src/*.cpp))
+CORE_SRCS = $(call src_files,core/*.cpp core/jcs/*.cpp)
+PG_SRCS = $(call src_files,src/*.cpp)
 OBJS = $(PG_SRCS:.cpp=.o) $(CORE_SRCS:.cpp=.o)
 
 # Versions (DEVELOPERS.md "Versions and upgrades"): src/sql/idempotency.sql is the install script
@@ -18,11 +25,15 @@ OBJS = $(PG_SRCS:.cpp=.o) $(CORE_SRCS:.cpp=.o)
 # EXTVERSION and default_version (idempotency.control); test/run-all upgrade checks that a fresh
 # installation and an updated one have the same catalog.
 DATA_built = $(EXTENSION)--$(EXTVERSION).sql
-DATA = $(sort $(wildcard src/sql/$(EXTENSION)--*--*.sql))
+DATA = $(call src_files,src/sql/$(EXTENSION)--*--*.sql)
 
-PG_CPPFLAGS = -Icore -Isrc
+PG_CPPFLAGS = -I$(SRC)/core -I$(SRC)/src
+# CXXFLAGS from the environment come last (a package build: dh exports dpkg-buildflags'
+# hardening and -ffile-prefix-map there); PGXS takes CXXFLAGS from pg_config and hands the
+# environment's CFLAGS on (COPT) to the C compiler only.
+ENV_CXXFLAGS := $(if $(filter environment,$(origin CXXFLAGS)),$(CXXFLAGS))
 PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-register \
-              -fvisibility-inlines-hidden
+              -fvisibility-inlines-hidden $(ENV_CXXFLAGS)
 SHLIB_LINK = -lcrypto -lstdc++
 # Every CI build treats a warning as an error: test/run-all and test/stages/cassert.sh set
 # IDEM_WERROR=1 (make IDEM_WERROR=1, or in the environment); a plain make, and a package build,
@@ -35,8 +46,8 @@ endif
 # JIT inlining of this module buys nothing, so no bitcode is built.
 override with_llvm = no
 
-REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
-REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
+REGRESS = $(patsubst sql/%.sql,%,$(call src_files,sql/*.sql))
+REGRESS_OPTS = --inputdir=$(SRC) --load-extension=$(EXTENSION)
 
 EXTRA_CLEAN = $(DATA_built)
 
@@ -47,4 +58,18 @@ include $(PGXS)
 $(EXTENSION)--$(EXTVERSION).sql: src/sql/$(EXTENSION).sql
 	cp $< $@
 
-$(OBJS): $(wildcard core/*.hpp core/*.h core/jcs/*.hpp src/*.hpp src/*.h)
+# The object directories by absolute name: VPATH would find the source tree's.
+OBJDIRS = $(sort $(addprefix $(CURDIR)/,$(dir $(OBJS))))
+$(OBJS): $(call src_files,core/*.hpp core/*.h core/jcs/*.hpp src/*.hpp src/*.h) | $(OBJDIRS)
+
+$(OBJDIRS):
+	mkdir -p $@
+
+# The PGXN distribution (DEVELOPERS.md "Packages"): what HEAD holds, as git archive gives it,
+# named by META.json's version (the first "version" there, the distribution's).
+DISTVERSION = $(shell grep -m 1 '"version":' $(SRC)/META.json | sed 's/.*"version": *"\([^"]*\)".*/\1/')
+dist:
+	git -C $(SRC) archive --format zip --prefix=$(EXTENSION)-$(DISTVERSION)/ \
+	    -o $(abspath $(EXTENSION)-$(DISTVERSION).zip) HEAD
+
+.PHONY: dist
