@@ -17,6 +17,7 @@ WORK=$(mktemp -d /tmp/idem-upgrade.XXXXXX)
 UPDATE_SCRIPT=$SHARE/idempotency--0.7--1.0.0.sql
 [ -f "$UPDATE_SCRIPT" ] || { echo "upgrade: $UPDATE_SCRIPT is not installed (make install)"; exit 1; }
 cp "$UPDATE_SCRIPT" "$WORK/update.sql"
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
     cp "$WORK/update.sql" "$UPDATE_SCRIPT"
     test/upgrade/scripts remove
@@ -42,7 +43,7 @@ echo "upgrade: fresh $v: $n catalog facts"
 [ "$v" = 1.0.0 ] || { echo "upgrade: a fresh CREATE EXTENSION installed $v, not 1.0.0"; rc=1; }
 for from in 0.7 0.8; do
     db=idem_upgrade_${from/./}
-    make_db $db "CREATE EXTENSION idempotency VERSION '$from'" update
+    make_db "$db" "CREATE EXTENSION idempotency VERSION '$from'" update
     if diff -u --label "fresh 1.0.0" --label "$from updated to 1.0.0" "$WORK/idem_upgrade_fresh.txt" "$WORK/$db.txt"; then
         echo "upgrade: $from updated to 1.0.0 = fresh 1.0.0"
     else
