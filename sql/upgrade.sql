@@ -108,10 +108,10 @@ FROM pg_depend
 WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
   AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idempotency')
   AND pg_describe_object(classid, objid, 0) ~ '(bind|schedule_purge)'
-  -- from PostgreSQL 17 on, a view's row type and its array type are listed as members too:
-  -- they come with the view, so they are left out here
+  -- from PostgreSQL 17 on, a table's or a view's row type and its array type are listed as
+  -- members too: they come with the table or view, so they are left out here
   AND NOT EXISTS (SELECT FROM pg_type t JOIN pg_class c ON c.reltype IN (t.oid, t.typelem)
-                  WHERE classid = 'pg_type'::regclass AND t.oid = objid AND c.relkind = 'v')
+                  WHERE classid = 'pg_type'::regclass AND t.oid = objid AND c.relkind IN ('r', 'v'))
 ORDER BY 1;
 -- idem_stuck checks as its caller: C, not SECURITY DEFINER; the grants of 0.7 are kept, on the
 -- recreated idem_schedule_purge too (PUBLIC still has none), and pg_init_privs holds only the

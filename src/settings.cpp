@@ -417,10 +417,14 @@ void idem::settings::define_all() {
         define<idem::settings::MAX_ERROR_BYTES>();
         define<idem::settings::MAX_OUTBOX_KEYS_PER_TRANSACTION>();
     }
-    PG_FINALLY();
+    PG_CATCH();
     {
-        defining = false; // also when a definition fails (the library's load then fails)
+        // A definition failed (the library's load then fails). PG_CATCH, not PG_FINALLY: the
+        // latter's flag set after the longjmp is what GCC's -Wclobbered flags in the cassert build.
+        defining = false;
+        PG_RE_THROW();
     }
     PG_END_TRY();
+    defining = false;
     MarkGUCPrefixReserved("idempotency");
 }
