@@ -2,7 +2,7 @@
 #   make && make install          build and install into the server found by pg_config
 #   test/run-all                  the whole test suite (see README)
 EXTENSION = idempotency
-EXTVERSION = 1.0.0
+EXTVERSION = 1.1.0
 MODULE_big = idempotency
 
 # The source tree: the current directory, or VPATH in an out-of-tree build (pg_buildext runs
@@ -19,9 +19,9 @@ PG_SRCS = $(call src_files,src/*.cpp)
 OBJS = $(PG_SRCS:.cpp=.o) $(CORE_SRCS:.cpp=.o)
 
 # Versions (DEVELOPERS.md "Versions and upgrades"): src/sql/idempotency.sql is the install script
-# of the current version, the definition of every object once, copied to idempotency--1.0.0.sql;
+# of the current version, the definition of every object once, copied to idempotency--1.1.0.sql;
 # a database of an older version is updated by the committed scripts src/sql/idempotency--A--B.sql
-# (0.7 and 0.8 -> 1.0.0), installed as they are. A release adds one such script and bumps
+# (0.7 and 0.8 -> 1.0.0, 1.0.0 -> 1.1.0), installed as they are. A release adds one such script and bumps
 # EXTVERSION and default_version (idempotency.control); test/run-all upgrade checks that a fresh
 # installation and an updated one have the same catalog.
 DATA_built = $(EXTENSION)--$(EXTVERSION).sql

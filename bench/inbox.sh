@@ -3,7 +3,7 @@
 # IDEM_BENCH_PGPORT; the cluster directory /tmp/idem-pg-$PORT is removed first and at the end).
 #   bench/inbox.sh    env: ROUNDS=5 SECS=10 CLIENTS=8 WORKERS="1 2 4" BACKLOG=1000 FSYNC=on
 #                          PARTS="receive queue" SC="off on" QUEUE_SC=off NOTES=0 KEEP_LOGS=0
-#                          OUT=/tmp/...
+#                          PGMQ_DIR=... OUT=/tmp/...
 # Part receive: for each synchronous_commit setting and each round, runs every variant once in
 # alternating order (pgbench -n -M prepared -c CLIENTS -j 2 -T SECS), each on truncated tables
 # after a CHECKPOINT, new event ids only:
@@ -17,7 +17,11 @@
 # BACKLOG events (refilled before every run), for WORKERS clients:
 #   queue_idem            idem_inbox_receive(..., enqueue => true), idem_inbox_next, idem_inbox_done
 #   queue_plpgsql         the same through the PL/pgSQL queue of bench/plpgsql_queue.sql
-# goal: queue_idem >= 1.0 x queue_plpgsql in events/s at each worker count, synchronous_commit
+#   queue_pgmq            pgmq.send, pgmq.read (batch 1, 30 s), pgmq.archive: the optional peer,
+#                         pgmq's SQL from PGMQ_DIR (../shared/thirdparty/pgmq), skipped loudly
+#                         when absent; pgmq has no dedup (send takes no event id)
+# goal: queue_idem >= 1.0 x queue_plpgsql and >= 1.0 x queue_pgmq in events/s at each worker
+# count, synchronous_commit
 # off (QUEUE_SC="off on" adds on: three WAL flushes per event on both sides, which then
 # measure the disk more than the code).
 # NOTES=1 adds variants for information (no goal): inbox_insert_bare(_queued) (the rows
@@ -48,6 +52,8 @@ bench_cluster "${IDEM_BENCH_PGPORT:-54394}" "$FSYNC"
 createdb bench
 psql -Xq -v ON_ERROR_STOP=1 -d bench -f $B/inbox_setup.sql
 q() { psql -XAtq -v ON_ERROR_STOP=1 -d bench -c "$1"; }
+PGMQ=""
+load_pgmq() { bench_load_pgmq billing "the queue_pgmq variant"; }
 PAYLOAD="convert_to('{\"order\":\"o-1842\",\"amount\":4200,\"currency\":\"EUR\",\"customer\":\"c-77\"}', 'UTF8')"
 
 echo "# $(date -u +%FT%TZ) $(nproc) cores, $(pg_config --version), fsync=$FSYNC, $ROUNDS rounds x $SECS s, load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -83,8 +89,12 @@ if [[ " $PARTS " == *" receive "* ]]; then
 fi
 
 if [[ " $PARTS " == *" queue "* ]]; then
-    VARIANTS="queue_idem queue_plpgsql"
-    RATIOS="queue_idem/queue_plpgsql/1.0"
+    VARIANTS="queue_idem queue_plpgsql queue_pgmq"
+    RATIOS="queue_idem/queue_plpgsql/1.0 queue_idem/queue_pgmq/1.0"
+    if ! load_pgmq; then
+        VARIANTS="queue_idem queue_plpgsql"
+        RATIOS="queue_idem/queue_plpgsql/1.0"
+    fi
     if [ "$NOTES" = 1 ]; then
         VARIANTS="$VARIANTS queue_sql"
         RATIOS="$RATIOS queue_idem/queue_sql/0 queue_plpgsql/queue_sql/0"
@@ -93,11 +103,16 @@ if [[ " $PARTS " == *" queue "* ]]; then
     # variant's own receive, statistics fresh, a checkpoint.
     fill() {
         q "TRUNCATE idempotency.inbox, bench_q.inbox"
+        [ -z "$PGMQ" ] || q "TRUNCATE pgmq.q_billing, pgmq.a_billing"
         case $1 in
         queue_idem)
             q "SELECT count(idem_inbox_receive('billing', 'b' || i, enqueue => true,
                    event_type => 'order.paid', payload => $PAYLOAD)) FROM generate_series(1, $BACKLOG) i" >/dev/null
             q "VACUUM ANALYZE idempotency.inbox" ;;
+        queue_pgmq)
+            q "SELECT count(*) FROM pgmq.send_batch('billing', ARRAY(SELECT convert_from($PAYLOAD, 'UTF8')::jsonb
+                   FROM generate_series(1, $BACKLOG) i))" >/dev/null
+            q "VACUUM ANALYZE pgmq.q_billing" ;;
         *)
             q "SELECT count(bench_q.receive('billing', 'b' || i, 'order.paid', $PAYLOAD))
                FROM generate_series(1, $BACKLOG) i" >/dev/null
@@ -106,12 +121,19 @@ if [[ " $PARTS " == *" queue "* ]]; then
         q "CHECKPOINT"
     }
     # After a run: the backlog is still BACKLOG events, none leased, every other event done once.
+    # pgmq: the queue holds BACKLOG unread messages, every archived one was read once.
     check() {
         local t=bench_q.inbox
         [ "$1" = queue_idem ] && t=idempotency.inbox
         local c
-        c=$(q "SELECT count(*) FILTER (WHERE status = 'received') || ' ' || count(*) FILTER (WHERE status = 'processing')
-               || ' ' || count(*) FILTER (WHERE status = 'done' AND attempt = 1) || ' ' || count(*) FROM $t")
+        if [ "$1" = queue_pgmq ]; then
+            c=$(q "SELECT count(*) FILTER (WHERE read_ct = 0) || ' ' || count(*) FILTER (WHERE read_ct > 0) || ' ' ||
+                          (SELECT count(*) FILTER (WHERE read_ct = 1) FROM pgmq.a_billing) || ' ' ||
+                          (count(*) + (SELECT count(*) FROM pgmq.a_billing)) FROM pgmq.q_billing")
+        else
+            c=$(q "SELECT count(*) FILTER (WHERE status = 'received') || ' ' || count(*) FILTER (WHERE status = 'processing')
+                   || ' ' || count(*) FILTER (WHERE status = 'done' AND attempt = 1) || ' ' || count(*) FROM $t")
+        fi
         read -r received processing finished all <<<"$c"
         if [ "$received" != "$BACKLOG" ] || [ "$processing" != 0 ] || [ $((received + finished)) != "$all" ]; then
             echo "queue check failed after $1: received=$received processing=$processing done=$finished rows=$all" >&2

@@ -83,3 +83,20 @@ bench_run() {
     [ "${KEEP_LOGS:-0}" = 1 ] || rm -f "$OUT/$name".log.*
     echo "$tps $p50 $p99 $cpu"
 }
+
+# bench_load_pgmq QUEUE VARIANTS: the optional peer pgmq, its SQL from PGMQ_DIR (default
+# ../shared/thirdparty/pgmq, the shared third-party tree beside the work tree), loaded into the
+# database bench with a queue QUEUE; sets PGMQ to the directory. Without it: says loudly (stdout
+# and stderr) that VARIANTS are skipped, leaves PGMQ empty and returns 1.
+bench_load_pgmq() {
+    local dir=${PGMQ_DIR:-../shared/thirdparty/pgmq}
+    # shellcheck disable=SC2034 # PGMQ is read by the script that sources this file
+    PGMQ=""
+    if [ ! -f "$dir/pgmq.sql" ]; then
+        echo "### SKIPPED: pgmq not found ($dir/pgmq.sql): $2 not run" | tee /dev/stderr
+        return 1
+    fi
+    psql -Xq -v ON_ERROR_STOP=1 -d bench -f "$dir/pgmq.sql" -c "SELECT pgmq.create('$1')" >/dev/null
+    # shellcheck disable=SC2034 # likewise
+    PGMQ=$dir
+}

@@ -4,19 +4,30 @@
 # IDEM_BENCH_PGPORT) whose postmaster runs under valgrind --tool=callgrind (autovacuum off), one
 # pgbench client, synchronous_commit off; per script the backend's instructions of a run of N3
 # transactions minus those of a run of N1, divided by the calls between them (emit: 1,000
-# emits; relay: 10 batches of 100 on a queue of 4,000 events over 1,000 keys, per event).
+# emits; relay: 10 batches of 100 on a queue of 4,000 events over 1,000 keys, or none with
+# KEYS=0, per event). The pgmq scripts need pgmq's SQL in PGMQ_DIR (../shared/thirdparty/pgmq)
+# and are skipped, loudly, without it.
 #   bench/outbox_callgrind.sh [SCRIPT...]   default: every emit and relay script of bench/outbox.sh
 # Needs valgrind, root or the postgres user. Slow: about a minute per script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 SCRIPTS=${*:-outbox_emit outbox_insert_bare outbox_insert_bare_lock outbox_emit_dedup
-    outbox_insert_bare_dedup outbox_emit_plpgsql outbox_relay_idem outbox_relay_plpgsql}
+    outbox_insert_bare_dedup outbox_emit_plpgsql outbox_relay_idem outbox_relay_idem_batch outbox_relay_plpgsql
+    outbox_relay_pgmq_archive outbox_relay_pgmq_delete}
 OUT=${OUT:-/tmp/idem-outbox-cg-$$}
 mkdir -p "$OUT"
 bench_cluster "${IDEM_BENCH_PGPORT:-54399}" on
 createdb bench
 psql -Xq -v ON_ERROR_STOP=1 -d bench -f bench/pgbench/outbox_setup.sql
+PGMQ_DIR=${PGMQ_DIR:-../shared/thirdparty/pgmq}
+if [ -f "$PGMQ_DIR/pgmq.sql" ]; then
+    psql -Xq -v ON_ERROR_STOP=1 -d bench -f "$PGMQ_DIR/pgmq.sql" \
+        -c "SELECT pgmq.create('orders')" >/dev/null
+else
+    echo "# pgmq: $PGMQ_DIR/pgmq.sql not found: the outbox_relay_pgmq_* scripts are SKIPPED" >&2
+    SCRIPTS=$(echo "$SCRIPTS" | tr ' ' '\n' | grep -v pgmq | tr '\n' ' ')
+fi
 as_pg=""
 [ "$(id -u)" = 0 ] && as_pg="runuser -u postgres --" && chown postgres "$OUT"
 BIN=$(pg_config --bindir)
@@ -25,19 +36,26 @@ $as_pg "$BIN/pg_ctl" -D "$IDEM_PGDIR/data" -m fast -w stop >/dev/null
     -D "$IDEM_PGDIR/data" -c autovacuum=off >"$OUT/postmaster.log" 2>&1 &)
 for _ in $(seq 1 120); do pg_isready -q && break; sleep 1; done
 q() { psql -XAtq -v ON_ERROR_STOP=1 -d bench -c "$1" >/dev/null; }
+# KEYS=0: the relay_idem scripts' events have no key (no per-key order to keep).
+KEY="'k' || (i % ${KEYS:-1000})"
+[ "${KEYS:-1000}" = 0 ] && KEY=NULL
 PAYLOAD="'{\"order\":\"o-1842\",\"amount\":4200,\"currency\":\"EUR\",\"customer\":\"c-77\"}'::jsonb"
 
 # instructions SCRIPT N: the program total of the backend of one pgbench -t N run of SCRIPT.
 instructions() {
     case $1 in
-    outbox_relay_idem)
+    outbox_relay_idem*)
         q "TRUNCATE idempotency.outbox"
-        q "SELECT count(idem_outbox_emit('orders', $PAYLOAD, key => 'k' || (i % 1000))) FROM generate_series(1, 4000) i"
+        q "SELECT count(idem_outbox_emit('orders', $PAYLOAD, key => $KEY)) FROM generate_series(1, 4000) i"
         q "VACUUM ANALYZE idempotency.outbox" ;;
     outbox_relay_plpgsql)
         q "TRUNCATE bench_o.outbox"
         q "SELECT count(bench_o.emit('orders', $PAYLOAD, 'k' || (i % 1000))) FROM generate_series(1, 4000) i"
         q "VACUUM ANALYZE bench_o.outbox" ;;
+    outbox_relay_pgmq_*)
+        q "TRUNCATE pgmq.q_orders, pgmq.a_orders"
+        q "SELECT pgmq.send_batch('orders', array_agg($PAYLOAD)) FROM generate_series(1, 4000) i"
+        q "VACUUM ANALYZE pgmq.q_orders" ;;
     *) q "TRUNCATE idempotency.outbox, bench_bare.outbox, bench_o.outbox" ;;
     esac
     q "CHECKPOINT"

@@ -232,6 +232,32 @@ SELECT * FROM ib WHERE consumer = 't_pay';
 SELECT idem_inbox_receive('t_pay', 'p-pending', enqueue => true, event_type => 'PENDING',
                           entity_key => 'pay-1', entity_seq => 1);
 
+-- the batch form of done: one statement, each event fenced by its own attempt, the entity guard
+-- applied in the arrays' order (the later seq first makes the earlier stale); left out, never
+-- raised: a stale attempt, an event never taken, an unknown id, a finished one
+SELECT idem_inbox_receive('t_dbatch', e, enqueue => true, entity_key => k, entity_seq => q)
+FROM (VALUES ('d-1', NULL, NULL), ('d-2', 'acct-1', 1), ('d-3', 'acct-1', 2), ('d-4', NULL, NULL))
+     v(e, k, q);
+SELECT event_id, attempt FROM idem_inbox_next('t_dbatch', 3);
+SELECT d.event_id, d.outcome
+FROM idem_inbox_done_batch('t_dbatch', ARRAY['d-3', 'd-2', 'd-1', 'd-4', 'nope', 'd-3'],
+                           ARRAY[1, 1, 2, 1, 1, 1]) d;
+SELECT * FROM ib WHERE consumer = 't_dbatch';
+SELECT try($$SELECT idem_inbox_done('t_dbatch', 'd-1', 2)$$);
+SELECT d.event_id, d.outcome FROM idem_inbox_done_batch('t_dbatch', ARRAY['d-1'], ARRAY[1]) d;
+-- a rolled-back batch leaves the lease in place
+SELECT event_id, attempt FROM idem_inbox_next('t_dbatch');
+BEGIN;
+SELECT count(*) FROM idem_inbox_done_batch('t_dbatch', ARRAY['d-4'], ARRAY[1]);
+ROLLBACK;
+SELECT event_id, status, attempt FROM idempotency.inbox WHERE consumer = 't_dbatch' AND event_id = 'd-4';
+SELECT count(*) AS empty FROM idem_inbox_done_batch('t_dbatch', '{}', '{}');
+SELECT try($$SELECT idem_inbox_done_batch(NULL, '{a}', '{1}')$$);
+SELECT try($$SELECT idem_inbox_done_batch('t_dbatch', '{a,b}', '{1}')$$);
+SELECT try($$SELECT idem_inbox_done_batch('t_dbatch', '{a,NULL}', '{1,1}')$$);
+SELECT try($$SELECT idem_inbox_done_batch('t_dbatch', '{a}', '{0}')$$);
+SELECT d.event_id, d.outcome FROM idem_inbox_done_batch('t_dbatch', ARRAY['d-4'], ARRAY[1]) d;
+
 -- argument errors (nothing is written)
 SELECT try($$SELECT idem_inbox_receive(NULL, 'e')$$);
 SELECT try($$SELECT idem_inbox_receive('t_err', NULL)$$);

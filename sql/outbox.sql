@@ -300,6 +300,92 @@ ROLLBACK;
 SELECT n, status, attempt, leased FROM ob WHERE topic = 't_done' AND n = 'd3';
 SELECT idem_outbox_done(ob_id('t_done', 'd3'), 1, NULL);
 
+-- the batch form of done: one call over arrays of ids and attempts, each event fenced by its
+-- own attempt; returns the ids it finished, leaves out (never raises for) an event leased under
+-- another attempt, already done, unknown, under another topic, or named twice
+SELECT count(idem_outbox_emit('t_dbatch', jsonb_build_object('n', n), k)) AS emitted
+FROM (VALUES ('b1', NULL), ('b2', NULL), ('b3', 'k'), ('b4', 'k'), ('b5', NULL)) v(n, k);
+SELECT take('t_dbatch') AS taken;
+SELECT string_agg(coalesce(o.payload ->> 'n', 'unknown'), ',' ORDER BY d.ord) AS finished
+FROM idem_outbox_done_batch(
+         ARRAY[ob_id('t_dbatch', 'b1'), ob_id('t_dbatch', 'b2'), ob_id('t_dbatch', 'b3'),
+               ob_id('t_dbatch', 'b3'), '00000000-0000-7000-8000-000000000000', ob_id('t_done', 'd1')],
+         ARRAY[1, 2, 1, 1, 1, 1]) WITH ORDINALITY d(event_id, ord)
+LEFT JOIN idempotency.outbox o USING (event_id);
+SELECT n, status, attempt, leased FROM ob WHERE topic = 't_dbatch';
+-- what was left out, the single form explains: b2 was handed out as attempt 1
+SELECT try_detail(format('SELECT idem_outbox_done(%L, 2)', ob_id('t_dbatch', 'b2')));
+-- b3 done: b4 of its key comes next
+SELECT take('t_dbatch') AS after_b3;
+-- topic: another topic finishes nothing, the event's own topic finishes it
+SELECT count(*) AS other_topic
+FROM idem_outbox_done_batch(ARRAY[ob_id('t_dbatch', 'b2')], ARRAY[1], 't_other');
+SELECT payload ->> 'n' AS n
+FROM idem_outbox_done_batch(ARRAY[ob_id('t_dbatch', 'b2')], ARRAY[1], 't_dbatch') d
+JOIN idempotency.outbox USING (event_id);
+-- an expired lease: the old attempt is fenced per event, the rest of its batch is done
+SELECT count(idem_outbox_emit('t_dbatch', jsonb_build_object('n', n))) AS emitted
+FROM (VALUES ('e1'), ('e2')) v(n);
+SELECT take('t_dbatch', 2, interval '1 millisecond') AS short_lease;
+SELECT pg_sleep(0.02);
+SELECT take('t_dbatch', 10, interval '1 minute') AS after_expiry;
+SELECT string_agg(payload ->> 'n', ',' ORDER BY seq) AS finished
+FROM idem_outbox_done_batch(ARRAY[ob_id('t_dbatch', 'e1'), ob_id('t_dbatch', 'e2')], ARRAY[1, 2]) d
+JOIN idempotency.outbox USING (event_id);
+SELECT n, status, attempt FROM ob WHERE topic = 't_dbatch' AND status <> 'done';
+-- a rolled-back batch leaves the leases in place
+BEGIN;
+SELECT count(*) FROM idem_outbox_done_batch(ARRAY[ob_id('t_dbatch', 'b4'), ob_id('t_dbatch', 'b5')],
+                                            ARRAY[1, 1]);
+ROLLBACK;
+SELECT n, status, attempt, leased FROM ob WHERE topic = 't_dbatch' AND n IN ('b4', 'b5');
+SELECT count(*) AS finished
+FROM idem_outbox_done_batch(ARRAY[ob_id('t_dbatch', 'b4'), ob_id('t_dbatch', 'b5'), ob_id('t_dbatch', 'e1')],
+                            ARRAY[1, 1, 2]);
+SELECT n, status, attempt FROM ob WHERE topic = 't_dbatch' AND status <> 'done';
+-- empty arrays finish nothing; the arguments' errors
+SELECT count(*) AS empty FROM idem_outbox_done_batch('{}', '{}');
+SELECT try($$SELECT idem_outbox_done_batch(NULL, '{1}')$$);
+SELECT try($$SELECT idem_outbox_done_batch('{00000000-0000-7000-8000-000000000000}', NULL)$$);
+SELECT try_detail($$SELECT idem_outbox_done_batch('{00000000-0000-7000-8000-000000000000}', '{1,1}')$$);
+SELECT try_detail($$SELECT idem_outbox_done_batch('{NULL, 00000000-0000-7000-8000-000000000000}', '{1,1}')$$);
+SELECT try_detail($$SELECT idem_outbox_done_batch('{00000000-0000-7000-8000-000000000000}', '{NULL}')$$);
+SELECT try_detail($$SELECT idem_outbox_done_batch('{00000000-0000-7000-8000-000000000000}', '{0}')$$);
+SELECT try($$SELECT idem_outbox_done_batch('{{00000000-0000-7000-8000-000000000000}}', '{{1}}')$$);
+SELECT try($$SELECT idem_outbox_done_batch(ARRAY(SELECT gen_random_uuid() FROM generate_series(1, 10001)),
+                                           array_fill(1, ARRAY[10001]))$$);
+SELECT try($$SELECT idem_outbox_done_batch('{}', '{}', repeat('t', 256))$$);
+
+-- the batch form of fail: each event fenced by its own attempt, pending again (retryable) or
+-- dead (terminal, or its budget used), one error for the batch; left out: fenced, finished,
+-- unknown, another topic
+SELECT count(idem_outbox_emit('t_fbatch', jsonb_build_object('n', n))) AS emitted
+FROM (VALUES ('f1'), ('f2'), ('f3'), ('f4')) v(n);
+SELECT take('t_fbatch') AS taken;
+SELECT o.payload ->> 'n' AS n, f.status
+FROM idem_outbox_fail_batch(ARRAY[ob_id('t_fbatch', 'f1'), ob_id('t_fbatch', 'f2'),
+                                  '00000000-0000-7000-8000-000000000000', ob_id('t_dbatch', 'b1')],
+                            ARRAY[1, 2, 1, 1], true, 'broker down') f
+JOIN idempotency.outbox o USING (event_id) ORDER BY o.seq;
+SELECT n, status, attempt, last_error, leased FROM ob WHERE topic = 't_fbatch';
+SELECT count(*) AS other_topic
+FROM idem_outbox_fail_batch(ARRAY[ob_id('t_fbatch', 'f2')], ARRAY[1], false, NULL, 't_other');
+SELECT o.payload ->> 'n' AS n, f.status
+FROM idem_outbox_fail_batch(ARRAY[ob_id('t_fbatch', 'f2'), ob_id('t_fbatch', 'f3')], ARRAY[1, 1],
+                            false, 'rejected', 't_fbatch') f
+JOIN idempotency.outbox o USING (event_id) ORDER BY o.seq;
+SET idempotency.max_attempts = 2;
+SELECT take('t_fbatch') AS again;
+SELECT o.payload ->> 'n' AS n, f.status
+FROM idem_outbox_fail_batch(ARRAY[ob_id('t_fbatch', 'f1'), ob_id('t_fbatch', 'f4')], ARRAY[2, 1]) f
+JOIN idempotency.outbox o USING (event_id) ORDER BY o.seq;
+RESET idempotency.max_attempts;
+SELECT n, status, attempt, last_error, leased FROM ob WHERE topic = 't_fbatch';
+SELECT count(*) AS empty FROM idem_outbox_fail_batch('{}', '{}');
+SELECT try_detail($$SELECT idem_outbox_fail_batch('{00000000-0000-7000-8000-000000000000}', '{1,2}')$$);
+SELECT try($$SELECT idem_outbox_fail_batch('{00000000-0000-7000-8000-000000000000}', '{-1}')$$);
+SELECT try($$SELECT idem_outbox_fail_batch('{}', '{}', true, repeat('e', 100000))$$);
+
 -- fail: retryable -> pending after a backoff of base * 2^(attempt - 1), capped, its second half
 -- random (src/leased_queue.cpp); not handed out during it; terminal or out of attempts -> dead
 RESET idempotency.retry_backoff_base; -- 1 s
@@ -416,7 +502,9 @@ GRANT EXECUTE ON FUNCTION idem_outbox_emit(text, jsonb, text, text, jsonb, inter
     idem_outbox_emit(text, bytea, text, text, jsonb, interval),
     idem_outbox_emit(text, text, text, text, jsonb, interval),
     idem_outbox_next(text, integer, interval), idem_outbox_done(uuid, integer, text),
-    idem_outbox_fail(uuid, integer, boolean, text, text), idem_outbox_requeue(uuid, text)
+    idem_outbox_done_batch(uuid[], integer[], text),
+    idem_outbox_fail(uuid, integer, boolean, text, text),
+    idem_outbox_fail_batch(uuid[], integer[], boolean, text, text), idem_outbox_requeue(uuid, text)
 TO outbox_regress_user;
 SET ROLE outbox_regress_user;
 CREATE TEMP TABLE role_ids (n text, id uuid, attempt integer);
@@ -426,10 +514,11 @@ INSERT INTO role_ids SELECT 'r3', idem_outbox_emit('t_role', '\x7233'::bytea);
 SELECT idem_outbox_emit('t_role', '{"n": "dup"}'::jsonb, 'k', 'role-1') = (SELECT id FROM role_ids WHERE n = 'r1') AS dedup_as_role;
 UPDATE role_ids r SET attempt = n.attempt FROM idem_outbox_next('t_role') n WHERE n.event_id = r.id;
 SELECT n, attempt FROM role_ids ORDER BY n;
-SELECT idem_outbox_done(id, attempt) FROM role_ids WHERE n = 'r1';
+SELECT idem_outbox_done_batch(array_agg(id), array_agg(attempt)) IS NOT NULL AS done_batch FROM role_ids WHERE n = 'r1';
 SELECT idem_outbox_fail(id, attempt, false, 'as role') FROM role_ids WHERE n = 'r2';
 SELECT idem_outbox_requeue(id) FROM role_ids WHERE n = 'r2';
-SELECT idem_outbox_fail(id, attempt, true, NULL, 't_role') FROM role_ids WHERE n = 'r3';
+SELECT f.status FROM role_ids r, idem_outbox_fail_batch(ARRAY[r.id], ARRAY[r.attempt], true, NULL, 't_role') f
+WHERE r.n = 'r3';
 SELECT try($$SELECT count(*) FROM idempotency.outbox$$);
 SELECT try($$SELECT * FROM idem_outbox_stats$$);
 SELECT try($$SELECT idem_purge()$$);
@@ -439,7 +528,9 @@ REVOKE EXECUTE ON FUNCTION idem_outbox_emit(text, jsonb, text, text, jsonb, inte
     idem_outbox_emit(text, bytea, text, text, jsonb, interval),
     idem_outbox_emit(text, text, text, text, jsonb, interval),
     idem_outbox_next(text, integer, interval), idem_outbox_done(uuid, integer, text),
-    idem_outbox_fail(uuid, integer, boolean, text, text), idem_outbox_requeue(uuid, text)
+    idem_outbox_done_batch(uuid[], integer[], text),
+    idem_outbox_fail(uuid, integer, boolean, text, text),
+    idem_outbox_fail_batch(uuid[], integer[], boolean, text, text), idem_outbox_requeue(uuid, text)
 FROM outbox_regress_user;
 DROP ROLE outbox_regress_user;
 SELECT n, status, attempt, last_error FROM ob WHERE topic = 't_role';

@@ -2,7 +2,7 @@
 -- regress stage copies into the extension directory for its run: test/upgrade/scripts), rows of
 -- every state written by 0.7, the module serving the 0.7 schema, then ALTER EXTENSION ...
 -- UPDATE: the rows survive, 1.0.0's objects appear, the grants are kept. The catalog of the
--- result equals a fresh 1.0.0's: the upgrade stage (test/stages/upgrade.sh). Runs in a database
+-- result equals a fresh 1.1.0's: the upgrade stage (test/stages/upgrade.sh). Runs in a database
 -- of its own so that the other suites' objects in contrib_regression are not touched.
 \pset null '<NULL>'
 SET client_min_messages = warning;
@@ -12,7 +12,8 @@ CREATE DATABASE idem_upgrade_regression;
 SET client_min_messages = warning;
 \i test/regress/helpers.sql
 
--- exactly two update paths: from 0.7 and from 0.8, each one committed script to 1.0.0
+-- the update paths: from 0.7 and from 0.8, each one committed script to 1.0.0, and from 1.0.0 to
+-- 1.1.0 (the 1.0.0 install is the frozen fixture test/upgrade/idempotency--1.0.0.sql here)
 SELECT source, target, path FROM pg_extension_update_paths('idempotency')
 WHERE path IS NOT NULL ORDER BY source, target;
 SELECT version, installed FROM pg_available_extension_versions
@@ -151,7 +152,7 @@ SELECT outcome FROM idem_claim('up/a', 'new');
 
 -- updating to the installed version is a no-op notice, an unknown version an error
 SET client_min_messages = notice;
-ALTER EXTENSION idempotency UPDATE TO '1.0.0';
+ALTER EXTENSION idempotency UPDATE TO '1.1.0';
 \set VERBOSITY terse
 ALTER EXTENSION idempotency UPDATE TO '9.9';
 \set VERBOSITY default

@@ -299,6 +299,13 @@ void key_values(const Table &t, const IndexInfo *info, const Datum *values, Datu
     }
 }
 
+// The scan keys of the primary key's equality on key (its values in index column order).
+void key_scan_keys(Relation pk, const IndexInfo *info, const Datum *key, ScanKeyData *keys) {
+    for (int k = 0; k < info->ii_NumIndexKeyAttrs; k++)
+        ScanKeyEntryInitialize(&keys[k], 0, k + 1, info->ii_UniqueStrats[k], InvalidOid,
+                               pk->rd_indcollation[k], info->ii_UniqueProcs[k], key[k]);
+}
+
 // Looks the key up as the executor's arbiter check does, through the primary key with a dirty
 // snapshot: waits for a transaction that is inserting, changing or deleting its row, then looks
 // again. True with the row's latest committed version (or this transaction's own) in found.
@@ -306,9 +313,7 @@ bool find_key(Relation rel, Relation pk, const IndexInfo *info, const Datum *key
               TupleTableSlot *found) {
     int n = info->ii_NumIndexKeyAttrs;
     ScanKeyData keys[INDEX_MAX_KEYS];
-    for (int k = 0; k < n; k++)
-        ScanKeyEntryInitialize(&keys[k], 0, k + 1, info->ii_UniqueStrats[k], InvalidOid,
-                               pk->rd_indcollation[k], info->ii_UniqueProcs[k], key[k]);
+    key_scan_keys(pk, info, key, keys);
     SnapshotData dirty;
     InitDirtySnapshot(dirty);
     for (;;) {
@@ -365,6 +370,22 @@ bool insert_row(Table *t, Relation rel, Relation pk, const Datum *values, const 
 
 } // namespace
 
+// With rel open (and locked): resolved again, since taking the lock processed pending
+// invalidations (ALTER TABLE, REINDEX CONCURRENTLY, a new primary key), whether the table is the
+// one relid names, has the shape's definition and is no Citus table (its rows live in shards:
+// the caller takes the SQL path, which Citus routes). With Citus installed the catalog is read
+// again under the lock, even when a cached answer says otherwise.
+static bool usable(Table *t, Relation rel, Oid relid) {
+    const Table &r = resolve(t);
+    if (r.relid == relid && r.plain < 0)
+        t->plain = plain_table(rel, t) ? 1 : 0;
+    if (r.relid != relid || r.plain == 0 || citus_table(relid)) {
+        t->citus = t->citus || citus_table(relid);
+        return false;
+    }
+    return true;
+}
+
 // (direct_access.hpp) The speculative insertion of nodeModifyTable.c's ExecInsert for ON
 // CONFLICT DO NOTHING: look the key up (waiting for in-progress transactions), insert the heap
 // tuple with a speculative token, insert its index entries, and confirm it, or kill it and start
@@ -386,19 +407,13 @@ InsertResult insert(Table *t, const char *caller, const Datum *values, const boo
         t->relid = InvalidOid;
         table_missing(t->shape->relname);
     }
-    // Taking the lock processed pending invalidations (ALTER TABLE, REINDEX CONCURRENTLY, a new
-    // primary key): resolve again now that the definition cannot change under us. Never write a
-    // Citus table here, even when the cached answer is out of date (a backend that resolved the
-    // table before Citus listed it): with Citus installed the catalog is read again under the
-    // lock, and the caller takes the SQL path, which Citus routes to the shard.
-    const Table &r = resolve(t);
-    if (r.relid == relid && r.plain < 0)
-        t->plain = plain_table(rel, t) ? 1 : 0;
-    if (r.relid != relid || r.plain == 0 || citus_table(relid)) {
-        t->citus = t->citus || citus_table(relid);
+    // Never write a Citus table here, even when the cached answer is out of date (a backend that
+    // resolved the table before Citus listed it).
+    if (!usable(t, rel, relid)) {
         table_close(rel, NoLock);
         return InsertResult::Unusable;
     }
+    const Table &r = *t;
     Relation pk = index_open(r.indexes[0], RowExclusiveLock);
     InsertResult result = InsertResult::Exists;
     if (r.shape->insert_first && insert_row(t, rel, pk, values, nulls)) {
@@ -420,6 +435,36 @@ InsertResult insert(Table *t, const char *caller, const Datum *values, const boo
     index_close(pk, NoLock);
     table_close(rel, NoLock);
     return result;
+}
+
+// (direct_access.hpp) The primary key looked up with a dirty snapshot, without waiting: a row
+// version of another transaction in progress sets the snapshot's xmin (inserting) or xmax
+// (updating, deleting).
+bool held_elsewhere(Table *t, const Datum *key) {
+    Oid relid = resolve(t).relid;
+    Relation rel = try_table_open(relid, AccessShareLock);
+    if (rel == nullptr)
+        return false;
+    bool held = false;
+    if (usable(t, rel, relid)) {
+        Relation pk = index_open(t->indexes[0], AccessShareLock);
+        const IndexInfo *info = index_info(*t, 0, pk);
+        int n = info->ii_NumIndexKeyAttrs;
+        ScanKeyData keys[INDEX_MAX_KEYS];
+        key_scan_keys(pk, info, key, keys);
+        SnapshotData dirty;
+        InitDirtySnapshot(dirty);
+        TupleTableSlot *found = table_slot_create(rel, nullptr);
+        IndexScanDesc scan = compat::begin_index_scan(rel, pk, &dirty, n);
+        index_rescan(scan, keys, n, nullptr, 0);
+        held = index_getnext_slot(scan, ForwardScanDirection, found) &&
+               (TransactionIdIsValid(dirty.xmin) || TransactionIdIsValid(dirty.xmax));
+        index_endscan(scan);
+        ExecDropSingleTupleTableSlot(found);
+        index_close(pk, AccessShareLock);
+    }
+    table_close(rel, AccessShareLock);
+    return held;
 }
 
 } // namespace idem::pg::direct

@@ -84,4 +84,9 @@ bool citus_table(Oid relid);
 InsertResult insert(Table *t, const char *caller, const Datum *values, const bool *nulls,
                     ConflictReader read, void *read_arg);
 
+// True when another transaction is inserting, changing or deleting the row of key (the primary
+// key's values in index column order) right now, found without waiting for it; false when the
+// key has no such row or the table is not read directly (not plain, a Citus table).
+bool held_elsewhere(Table *t, const Datum *key);
+
 } // namespace idem::pg::direct

@@ -400,3 +400,22 @@ IDEM_PG_FUNCTION(idem_fingerprint_text) {
     release_writer(w);
     PG_RETURN_BYTEA_P(bytea_of(d));
 }
+
+// idem_fingerprint(bytea, exclude text[], include text[], exact_numbers boolean) -> bytea: the
+// raw request body as a driver sends bytes (psycopg's bytes, a Node Buffer, a Go []byte), read
+// as UTF-8 whatever the database encoding; invalid UTF-8 is 22021, as in the text form.
+IDEM_PG_FUNCTION(idem_fingerprint_bytea) {
+    if (PG_ARGISNULL(0))
+        PG_RETURN_NULL();
+    bool exact = get_exact(fcinfo, 3);
+    PathList ex, in;
+    filter_args(fcinfo, &ex, &in);
+    bytea *b = PG_GETARG_BYTEA_PP(0);
+    const char *s = VARDATA_ANY(b);
+    size_t len = VARSIZE_ANY_EXHDR(b);
+    idem::jcs::CanonicalWriter *w = prepare_writer(exact, &ex, &in);
+    idem::Digest d =
+        call_cpp([&] { return idem::jcs::fingerprint_into(std::string_view(s, len), *w); });
+    release_writer(w);
+    PG_RETURN_BYTEA_P(bytea_of(d));
+}

@@ -1,5 +1,6 @@
 // Inbox, the leased queue: idem_inbox_next (lease a batch of queued events), idem_inbox_done
-// and idem_inbox_fail (finish one, fenced by its attempt). Receiving is src/inbox.cpp.
+// and idem_inbox_fail (finish one, fenced by its attempt), idem_inbox_done_batch (a worker's
+// batch in one statement, each event fenced by its own attempt). Receiving is src/inbox.cpp.
 #include "inbox.hpp"
 #include "arguments.hpp"
 #include "limits.hpp"
@@ -9,7 +10,9 @@
 #include "tenants.hpp"
 
 extern "C" {
+#include "catalog/pg_type_d.h"
 #include "funcapi.h"
+#include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 }
@@ -83,6 +86,19 @@ const char *const SQL_DONE =
     "RETURNING i.entity_key, i.entity_seq";
 const Oid DONE_TYPES[] = {TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID};
 
+// The batch: joined to the table by (consumer, event id), each row matched on its own attempt;
+// returns each finished row's place in the arrays, for the entity guard in the callers' order.
+const char *const SQL_DONE_BATCH =
+    "UPDATE idempotency.inbox AS i SET status = 'done', lease_expires_at = NULL, "
+    "last_error = NULL, updated_at = $4, expires_at = " KEEP_AFTER_FINISH(
+        "$4") " FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)) WITH ORDINALITY "
+              "AS b(event_id, attempt, ord) WHERE i.consumer OPERATOR(pg_catalog.=) $1 "
+              "AND i.event_id OPERATOR(pg_catalog.=) b.event_id "
+              "AND i.attempt OPERATOR(pg_catalog.=) b.attempt "
+              "AND i.status OPERATOR(pg_catalog.=) 'processing' "
+              "RETURNING b.ord, i.event_id, i.entity_key, i.entity_seq";
+const Oid DONE_BATCH_TYPES[] = {TEXTOID, TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID};
+
 // A failed attempt: queued again, due at $7, when $5 (the caller decided the retry and its
 // backoff, src/leased_queue.cpp), else failed (dead) and kept as long as a done event would be.
 const char *const SQL_FAIL =
@@ -97,7 +113,7 @@ const char *const SQL_FAIL =
 const Oid FAIL_TYPES[] = {TEXTOID, TEXTOID, INT4OID,       TIMESTAMPTZOID,
                           BOOLOID, TEXTOID, TIMESTAMPTZOID};
 
-SPIPlanPtr plan_get, plan_next, plan_next_citus, plan_done, plan_fail;
+SPIPlanPtr plan_get, plan_next, plan_next_citus, plan_done, plan_done_batch, plan_fail;
 
 const idem::pg::queue::Names NAMES{"inbox event", "idem_inbox_next", "received"};
 
@@ -142,6 +158,68 @@ const char *status_name(char c) {
     int32 current = DatumGetInt32(col(0, L_ATTEMPT, &isnull));
     Found f = st == 'p' ? Found::Leased : st == 'r' ? Found::Queued : Found::Finished;
     idem::pg::queue::refuse(NAMES, f, status_name(st), current, attempt, action);
+}
+
+// An event a batch finished, copied out of SPI's memory (the entity guard runs statements).
+struct Finished {
+    int64 ord; // its place in the arrays, from 1
+    Datum event_id;
+    bool has_entity;
+    Datum entity;
+    int64 seq;
+};
+
+// Row r of the done statement's result (columns from first: event_id, entity_key, entity_seq).
+Finished copy_finished(uint64 r, int first, int64 ord) {
+    bool isnull, key_null, seq_null;
+    Finished f{ord, PointerGetDatum(DatumGetTextPCopy(col(r, first, &isnull))), false, 0, 0};
+    Datum entity = col(r, first + 1, &key_null);
+    Datum seq = col(r, first + 2, &seq_null);
+    if (!key_null && !seq_null) {
+        f.has_entity = true;
+        f.entity = PointerGetDatum(DatumGetTextPCopy(entity));
+        f.seq = DatumGetInt64(seq);
+    }
+    return f;
+}
+
+int compare_ord(const void *a, const void *b) {
+    int64 x = static_cast<const Finished *>(a)->ord, y = static_cast<const Finished *>(b)->ord;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+// The events of the arrays that the batch finished, in the arrays' order: one statement, or on
+// Citus the single form's statement per event (routed by consumer).
+int finish_batch(Datum consumer, Datum ids, Datum attempts, Datum *id, int32 *attempt, int n,
+                 TimestampTz now, Finished **out) {
+    *out = static_cast<Finished *>(palloc(sizeof(Finished) * (n > 0 ? n : 1)));
+    int done = 0;
+    if (inbox_on_citus()) {
+        saved_plan(&plan_done, SQL_DONE, 4, DONE_TYPES);
+        for (int i = 0; i < n; i++) {
+            Datum v[4] = {consumer, id[i], Int32GetDatum(attempt[i]), TimestampTzGetDatum(now)};
+            if (exec(plan_done, v, nullptr, false, 0) == 1) {
+                bool key_null, seq_null;
+                Datum entity = col(0, 1, &key_null);
+                Datum seq = col(0, 2, &seq_null);
+                Finished f{i + 1, PointerGetDatum(DatumGetTextPCopy(id[i])), false, 0, 0};
+                if (!key_null && !seq_null)
+                    f = Finished{i + 1, f.event_id, true,
+                                 PointerGetDatum(DatumGetTextPCopy(entity)), DatumGetInt64(seq)};
+                (*out)[done++] = f;
+            }
+        }
+        return done;
+    }
+    Datum v[4] = {consumer, ids, attempts, TimestampTzGetDatum(now)};
+    uint64 rows = exec(saved_plan(&plan_done_batch, SQL_DONE_BATCH, 4, DONE_BATCH_TYPES), v,
+                       nullptr, false, 0);
+    for (uint64 r = 0; r < rows; r++) {
+        bool isnull;
+        (*out)[done++] = copy_finished(r, 2, DatumGetInt64(col(r, 1, &isnull)));
+    }
+    qsort(*out, done, sizeof(Finished), compare_ord);
+    return done;
 }
 
 } // namespace
@@ -243,4 +321,39 @@ IDEM_PG_FUNCTION(idem_inbox_fail) {
     idem::operations::count(status == 'r' ? idem::operations::InboxRetried
                                           : idem::operations::InboxDead);
     PG_RETURN_TEXT_P(cstring_to_text(status_name(status)));
+}
+
+// idem_inbox_done_batch(consumer, event_ids, attempts) -> (event_id, outcome) for each event it
+// finished: done, or stale (the entity guard, as idem_inbox_done). An event it cannot finish
+// (fenced, finished, unknown) is left out, never raised.
+IDEM_PG_FUNCTION(idem_inbox_done_batch) {
+    require_arg(fcinfo, 0, "consumer");
+    Datum consumer = checked_varlena(PG_GETARG_DATUM(0), "consumer", MAX_CONSUMER, false);
+    idem::pg::tenants::check(idem::pg::tenants::CONSUMER, consumer);
+    Datum *ids;
+    int32 *attempts;
+    int n = idem::pg::queue::batch_arrays(fcinfo, 1, TEXTOID, &ids, &attempts);
+    TimestampTz now = GetCurrentTimestamp();
+    InitMaterializedSRF(fcinfo, 0);
+    ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
+    if (n == 0)
+        return (Datum)0;
+
+    idem::pg::SavedUser su;
+    idem::pg::enter(&su);
+    Finished *f;
+    int done =
+        finish_batch(consumer, PG_GETARG_DATUM(1), PG_GETARG_DATUM(2), ids, attempts, n, now, &f);
+    for (int i = 0; i < done; i++) {
+        const char *outcome = "done";
+        if (f[i].has_entity && !entity_apply(consumer, f[i].entity, f[i].seq, f[i].event_id, now)) {
+            mark_stale(consumer, f[i].event_id, now);
+            outcome = "stale";
+        }
+        Datum row[2] = {f[i].event_id, CStringGetTextDatum(outcome)};
+        bool nulls[2] = {false, false};
+        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, nulls);
+    }
+    idem::pg::leave(&su);
+    return (Datum)0;
 }

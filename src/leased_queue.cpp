@@ -11,7 +11,10 @@
 
 extern "C" {
 #include "common/pg_prng.h"
+#include "catalog/pg_type_d.h"
 #include "funcapi.h"
+#include "utils/array.h"
+#include "utils/lsyscache.h"
 #include "utils/tuplestore.h"
 }
 
@@ -114,6 +117,54 @@ void lease_batch(SPIPlanPtr plan, Datum *values, int batch_param, int64 batch, i
         if (dead == 0 || left == 0)
             return;
     }
+}
+
+// The elements of one array argument of a batch (22004 for a null element, 22023 for more than
+// one dimension).
+int array_arg(FunctionCallInfo fcinfo, int argno, const char *name, Oid type, Datum **elems) {
+    require_arg(fcinfo, argno, name);
+    ArrayType *arr = PG_GETARG_ARRAYTYPE_P(argno);
+    if (ARR_NDIM(arr) > 1)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("%s must be a one-dimensional array", name)));
+    int16 len;
+    bool byval;
+    char align;
+    get_typlenbyvalalign(type, &len, &byval, &align);
+    bool *nulls;
+    int n;
+    deconstruct_array(arr, type, len, byval, align, elems, &nulls, &n);
+    for (int i = 0; i < n; i++)
+        if (nulls[i])
+            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                            errmsg("%s must not contain null", name),
+                            errdetail("Element %d is null.", i + 1)));
+    return n;
+}
+
+// Events and their attempts, checked alike for every batch function.
+int batch_arrays(FunctionCallInfo fcinfo, int ids_argno, Oid id_type, Datum **ids,
+                 int32 **attempts) {
+    constexpr int max_batch = 10000;
+    Datum *a;
+    int n = array_arg(fcinfo, ids_argno, "event_ids", id_type, ids);
+    int m = array_arg(fcinfo, ids_argno + 1, "attempts", INT4OID, &a);
+    if (n != m)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("event_ids and attempts must have the same length"),
+                        errdetail("event_ids has %d elements, attempts %d.", n, m)));
+    if (n > max_batch)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("a batch holds at most %d events", max_batch)));
+    *attempts = static_cast<int32 *>(palloc(sizeof(int32) * (n > 0 ? n : 1)));
+    for (int i = 0; i < n; i++) {
+        (*attempts)[i] = DatumGetInt32(a[i]);
+        if ((*attempts)[i] <= 0)
+            ereport(ERROR,
+                    (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("attempt must be positive"),
+                     errdetail("Element %d of attempts is %d.", i + 1, (*attempts)[i])));
+    }
+    return n;
 }
 
 // IK001.

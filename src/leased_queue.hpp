@@ -58,6 +58,13 @@ enum class Found { Queued, Leased, Finished };
 void lease_batch(SPIPlanPtr plan, Datum *values, int batch_param, int64 batch, int ncols,
                  char leased, int dead_counter, ReturnSetInfo *rsinfo);
 
+// The two arrays of a batch done or fail (arguments ids_argno and ids_argno + 1: the events and
+// the attempt each was handed out with): not null, one dimension (or empty), the same length, at
+// most 10,000 elements, no null element (22004), every attempt positive (22023). Returns the
+// count; *ids and *attempts point at palloc'd copies of the elements.
+int batch_arrays(FunctionCallInfo fcinfo, int ids_argno, Oid id_type, Datum **ids,
+                 int32 **attempts);
+
 // IK001: no such event (detail says which).
 [[noreturn]] void not_found(const Names &q, const char *detail);
 

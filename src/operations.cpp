@@ -75,6 +75,11 @@ void count(Counter c) {
         pg_atomic_fetch_add_u64(&shared->value[c], 1);
 }
 
+void count(Counter c, unsigned long long n) {
+    if (shared != nullptr && c >= 0 && c < NumCounters && n > 0)
+        pg_atomic_fetch_add_u64(&shared->value[c], n);
+}
+
 // Maps the outcome name to its counter (the names are the counter names).
 void count_claim(const char *outcome) {
     if (shared == nullptr || outcome == nullptr)

@@ -35,6 +35,8 @@ void init();
 
 // Adds one to counter c (atomically); a no-op when the counters are disabled.
 void count(Counter c);
+// Adds n to counter c (a batch).
+void count(Counter c, unsigned long long n);
 
 // Counts an idem_claim outcome by its name ("claimed", "replayed", ...).
 void count_claim(const char *outcome);

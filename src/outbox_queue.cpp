@@ -119,6 +119,16 @@ bool topic_arg(FunctionCallInfo fcinfo, int argno, Datum *topic) {
     return true;
 }
 
+// The stored topic of an event (one read of every shard on Citus); false when none has it.
+bool citus_topic_if_any(Datum id, Datum *topic) {
+    Datum v[1] = {id};
+    if (exec(saved_plan(&plan_topic, SQL_TOPIC, 1, TOPIC_TYPES, 0), v, nullptr, false, 1) == 0)
+        return false;
+    bool isnull;
+    *topic = col(0, 1, &isnull);
+    return true;
+}
+
 // On Citus, the topic of an event named without one, so that the statements that follow are
 // routed to the topic's shard: Citus refuses a row lock in a multi-shard query (0A000), and
 // fail, requeue and every refusal read the row FOR UPDATE. IK001 when no shard has the event.
@@ -126,11 +136,8 @@ bool topic_arg(FunctionCallInfo fcinfo, int argno, Datum *topic) {
 bool citus_topic(Datum id, Datum *topic) {
     if (!citus_outbox())
         return false;
-    Datum v[1] = {id};
-    if (exec(saved_plan(&plan_topic, SQL_TOPIC, 1, TOPIC_TYPES, 0), v, nullptr, false, 1) == 0)
+    if (!citus_topic_if_any(id, topic))
         queue::not_found(NAMES, "No such event: it was never emitted, or it was done and purged.");
-    bool isnull;
-    *topic = col(0, 1, &isnull);
     return true;
 }
 
@@ -139,20 +146,28 @@ struct Row {
     char status; // p(ending), l(eased), d(one) or dead: 'x'
     int32 attempt, attempt_base;
 };
-Row get_row(Datum id, bool has_topic, Datum topic) {
+// The event's row, locked; false when there is none.
+bool find_row(Datum id, bool has_topic, Datum topic, Row *row) {
     Datum v[2] = {id, topic};
     int t = has_topic ? 1 : 0;
     if (exec(saved_plan(&plan_get[t], SQL_GET[t], 1 + t, GET_TYPES), v, nullptr, false, 1) == 0)
+        return false;
+    bool isnull;
+    text *st = DatumGetTextPP(col(0, 1, &isnull));
+    const char *s = VARDATA_ANY(st);
+    *row = Row{s[0] == 'd' && s[1] == 'e' ? 'x' : s[0], DatumGetInt32(col(0, 2, &isnull)),
+               DatumGetInt32(col(0, 3, &isnull))};
+    return true;
+}
+
+Row get_row(Datum id, bool has_topic, Datum topic) {
+    Row r;
+    if (!find_row(id, has_topic, topic, &r))
         queue::not_found(NAMES, has_topic
                                     ? "The topic has no such event: it was never emitted, or it "
                                       "was done and purged."
                                     : "No such event: it was never emitted, or it was done and "
                                       "purged.");
-    bool isnull;
-    text *st = DatumGetTextPP(col(0, 1, &isnull));
-    const char *s = VARDATA_ANY(st);
-    Row r{s[0] == 'd' && s[1] == 'e' ? 'x' : s[0], DatumGetInt32(col(0, 2, &isnull)),
-          DatumGetInt32(col(0, 3, &isnull))};
     return r;
 }
 
@@ -163,7 +178,65 @@ Row get_row(Datum id, bool has_topic, Datum topic) {
     queue::refuse(NAMES, f, r.status == 'd' ? "done" : "dead", r.attempt, attempt, action);
 }
 
+// The done statement of one event; true when it finished it.
+bool exec_done(Datum id, int32 attempt, bool has_topic, Datum topic, TimestampTz now,
+               TimestampTz expires) {
+    int t = has_topic ? 1 : 0;
+    Datum v[5] = {id, Int32GetDatum(attempt), TimestampTzGetDatum(now),
+                  TimestampTzGetDatum(expires), topic};
+    return exec(saved_plan(&plan_done[t], SQL_DONE[t], 4 + t, DONE_TYPES), v, nullptr, false, 0) ==
+           1;
+}
+
 } // namespace
+
+// (src/outbox.hpp)
+bool idem::pg::outbox::done_one(Datum id, int32 attempt, bool has_topic, Datum topic,
+                                TimestampTz now, TimestampTz expires) {
+    if (!has_topic && citus_outbox()) {
+        if (!citus_topic_if_any(id, &topic))
+            return false;
+        has_topic = true;
+    }
+    return exec_done(id, attempt, has_topic, topic, now, expires);
+}
+
+// (src/outbox.hpp)
+const char *idem::pg::outbox::fail_one(const Failure &f, Datum id, int32 attempt, bool has_topic,
+                                       Datum topic, bool raise) {
+    if (!has_topic && citus_outbox()) {
+        if (!citus_topic_if_any(id, &topic))
+            return nullptr;
+        has_topic = true;
+    }
+    Row r;
+    if (!find_row(id, has_topic, topic, &r)) {
+        if (raise)
+            get_row(id, has_topic, topic); // IK001
+        return nullptr;
+    }
+    if (r.status != 'l' || r.attempt != attempt) {
+        if (raise)
+            refuse(r, attempt, "fail");
+        return nullptr;
+    }
+    queue::Retry retry =
+        queue::decide_retry(f.retryable, attempt - r.attempt_base, f.max_attempts, f.now);
+    int t = has_topic ? 1 : 0;
+    Datum v[7] = {id,
+                  Int32GetDatum(attempt),
+                  BoolGetDatum(retry.retry),
+                  TimestampTzGetDatum(retry.available),
+                  f.error,
+                  TimestampTzGetDatum(f.now),
+                  topic};
+    char n[7] = {' ', ' ', ' ', ' ', f.error_null ? 'n' : ' ', ' ', ' '};
+    if (exec(saved_plan(&plan_fail[t], SQL_FAIL[t], 6 + t, FAIL_TYPES), v, n, false, 0) != 1)
+        elog(ERROR, "outbox event of the owning attempt changed concurrently");
+    idem::operations::count(retry.retry ? idem::operations::OutboxRetried
+                                        : idem::operations::OutboxDead);
+    return retry.retry ? "pending" : "dead";
+}
 
 // idem_outbox_next(topic, batch_size, lease): leases a batch of due events of a topic.
 IDEM_PG_FUNCTION(idem_outbox_next) {
@@ -212,10 +285,7 @@ IDEM_PG_FUNCTION(idem_outbox_done) {
     enter(&su);
     if (!has_topic)
         has_topic = citus_topic(id, &topic);
-    int t = has_topic ? 1 : 0;
-    Datum v[5] = {id, Int32GetDatum(attempt), TimestampTzGetDatum(now),
-                  TimestampTzGetDatum(expires), topic};
-    if (exec(saved_plan(&plan_done[t], SQL_DONE[t], 4 + t, DONE_TYPES), v, nullptr, false, 0) != 1)
+    if (!exec_done(id, attempt, has_topic, topic, now, expires))
         refuse(get_row(id, has_topic, topic), attempt, "complete");
     leave(&su);
     idem::operations::count(idem::operations::OutboxDone);
@@ -241,26 +311,10 @@ IDEM_PG_FUNCTION(idem_outbox_fail) {
     enter(&su);
     if (!has_topic)
         has_topic = citus_topic(id, &topic);
-    Row r = get_row(id, has_topic, topic);
-    if (r.status != 'l' || r.attempt != attempt)
-        refuse(r, attempt, "fail");
-    queue::Retry retry =
-        queue::decide_retry(retryable, attempt - r.attempt_base, max_attempts, now);
-    int t = has_topic ? 1 : 0;
-    Datum v[7] = {id,
-                  Int32GetDatum(attempt),
-                  BoolGetDatum(retry.retry),
-                  TimestampTzGetDatum(retry.available),
-                  err,
-                  TimestampTzGetDatum(now),
-                  topic};
-    char n[7] = {' ', ' ', ' ', ' ', err_null ? 'n' : ' ', ' ', ' '};
-    if (exec(saved_plan(&plan_fail[t], SQL_FAIL[t], 6 + t, FAIL_TYPES), v, n, false, 0) != 1)
-        elog(ERROR, "outbox event of the owning attempt changed concurrently");
+    Failure f{retryable, err_null, err, max_attempts, now};
+    const char *status = fail_one(f, id, attempt, has_topic, topic, true);
     leave(&su);
-    idem::operations::count(retry.retry ? idem::operations::OutboxRetried
-                                        : idem::operations::OutboxDead);
-    PG_RETURN_TEXT_P(cstring_to_text(retry.retry ? "pending" : "dead"));
+    PG_RETURN_TEXT_P(cstring_to_text(status));
 }
 
 // idem_outbox_requeue(event_id, topic) -> 'pending': a dead event queued again.

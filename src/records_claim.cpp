@@ -285,9 +285,15 @@ bool insert_sql(Claim *c, bool *busy) {
                     TimestampTzGetDatum(c->times.lease_expires),
                     TimestampTzGetDatum(c->times.expires)};
     char ins_nulls[6] = {' ', ' ', c->fp_null ? 'n' : ' ', ' ', ' ', ' '};
-    uint64 n =
-        c->wait ? exec(plan_insert, ins, ins_nulls, false, 0) : insert_nowait(ins, ins_nulls, busy);
-    return n == 1;
+    if (c->wait)
+        return exec(plan_insert, ins, ins_nulls, false, 0) == 1;
+    // wait => false: a record another transaction holds is busy without even the insert's 1 ms
+    // lock wait (which a loaded server may stretch); one taken after this look still times out.
+    if (record_held(c->keyv[0], c->keyv[1])) {
+        *busy = true;
+        return false;
+    }
+    return insert_nowait(ins, ins_nulls, busy) == 1;
 }
 
 // The key is claimed: attempt 1. The insert may have waited for a transaction holding the same

@@ -140,4 +140,10 @@ InsertResult insert_new(const NewRecord &rec, bool read, MemoryContext cxt, Stor
     return direct::insert(&records, "idem_claim", v, n, read ? read_conflict : nullptr, &args);
 }
 
+// (records_direct.hpp) The primary key (scope, key) looked up without waiting.
+bool record_held(Datum scope, Datum key) {
+    Datum k[2] = {scope, key};
+    return direct::held_elsewhere(&records, k);
+}
+
 } // namespace idem::pg

@@ -43,4 +43,8 @@ using direct::InsertResult;
 // Raises 25006 in a read-only transaction or during recovery.
 InsertResult insert_new(const NewRecord &rec, bool read, MemoryContext cxt, StoredRecord *out);
 
+// True when another transaction is inserting or changing the record of (scope, key) now, found
+// without waiting (idem_claim's wait => false); false when it cannot tell (see held_elsewhere).
+bool record_held(Datum scope, Datum key);
+
 } // namespace idem::pg

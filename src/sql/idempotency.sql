@@ -1,7 +1,7 @@
 -- The idempotency extension's install script: the current definition of every object, one
 -- section per feature in the order of docs/ (DEVELOPERS.md "Versions and upgrades"). The
--- Makefile copies it to idempotency--1.0.0.sql. A database of an older version is updated by the
--- committed scripts src/sql/idempotency--<A>--1.0.0.sql; test/run-all upgrade checks that either
+-- Makefile copies it to idempotency--1.1.0.sql. A database of an older version is updated by the
+-- committed scripts src/sql/idempotency--<A>--<B>.sql; test/run-all upgrade checks that either
 -- way gives the same catalog.
 --
 -- The script runs as the superuser who calls CREATE EXTENSION, with the search path set to the
@@ -131,6 +131,34 @@ REVOKE EXECUTE ON FUNCTION idem_claim_support(internal),
     idem_heartbeat(text, text, integer, interval), idem_lookup(text, text)
 FROM PUBLIC;
 
+-- The HTTP answer of a claim's outcome or of a key's stored result (docs/records.md "The HTTP
+-- answer", src/http_answer.cpp): status, headers (Retry-After, Idempotent-Replayed, the stored
+-- ones) and body bytes, NULLs when the handler must run. The claim form reads only its argument
+-- (PUBLIC may call it); the key form reads the record, as idem_lookup does. A named row type, as
+-- idem_claim's: the executor takes its description from the type cache.
+CREATE TYPE idem_http_answer_result AS (
+    status  integer,
+    headers pg_catalog.jsonb,
+    body    pg_catalog.bytea
+);
+COMMENT ON TYPE idem_http_answer_result IS
+    'Result row of idem_http_answer: the HTTP status, the headers (a JSON object of name to string) and the body bytes to send; all NULL when the handler must run.';
+
+CREATE FUNCTION idem_http_answer(
+    claim @extschema@.idem_claim_result)
+RETURNS @extschema@.idem_http_answer_result
+AS 'MODULE_PATHNAME', 'idem_http_answer_claim' LANGUAGE C VOLATILE PARALLEL SAFE;
+COMMENT ON FUNCTION idem_http_answer(idem_claim_result) IS
+    'The HTTP answer of an idem_claim result: NULLs for claimed and reclaimed (run the handler); replayed: the stored status (200 if none), the stored headers with Idempotent-Replayed: true, the stored body bytes (or the jsonb response as text); in_progress: 409 with Retry-After (whole seconds to the lease end, at least 1) and a problem+json body; mismatch: 422 with a problem+json body.';
+
+CREATE FUNCTION idem_http_answer(
+    scope pg_catalog.text, key pg_catalog.text)
+RETURNS @extschema@.idem_http_answer_result
+AS 'MODULE_PATHNAME', 'idem_http_answer_key' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_http_answer(text, text) IS
+    'The HTTP answer of what is stored for an Idempotency-Key now, as idem_http_answer of a claim with the same fingerprint would give it (the IK003 path: another attempt finished the operation): a finished operation is replayed, a processing one under a live lease is 409; NULLs when there is nothing to answer (claim the key).';
+REVOKE EXECUTE ON FUNCTION idem_http_answer(text, text) FROM PUBLIC;
+
 -- The Idempotency-Key header (docs/key_header.md) -------------------------------------------------
 CREATE FUNCTION idem_key_from_header(value pg_catalog.text)
 RETURNS pg_catalog.text
@@ -166,6 +194,14 @@ RETURNS pg_catalog.bytea
 AS 'MODULE_PATHNAME', 'idem_fingerprint_text' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 COMMENT ON FUNCTION idem_fingerprint(text, text[], text[], boolean) IS
     'SHA-256 (32 bytes) of the RFC 8785 canonical form of raw JSON text (strict I-JSON) after the exclude/include path filters; NULL for a NULL document.';
+
+CREATE FUNCTION idem_fingerprint(doc pg_catalog.bytea, exclude pg_catalog.text[] DEFAULT NULL,
+                                 include pg_catalog.text[] DEFAULT NULL,
+                                 exact_numbers boolean DEFAULT false)
+RETURNS pg_catalog.bytea
+AS 'MODULE_PATHNAME', 'idem_fingerprint_bytea' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+COMMENT ON FUNCTION idem_fingerprint(bytea, text[], text[], boolean) IS
+    'SHA-256 (32 bytes) of the RFC 8785 canonical form of a raw request body given as bytes (UTF-8; invalid UTF-8 is 22021), after the exclude/include path filters; the same digest as the text form of the same JSON; NULL for a NULL document.';
 
 -- Utilities: UUIDv7, HMAC and constant-time comparison (docs/utilities.md) ------------------------
 CREATE FUNCTION idem_uuid_v7()
@@ -271,6 +307,15 @@ AS 'MODULE_PATHNAME', 'idem_inbox_done' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION idem_inbox_done(text, text, integer) IS
     'Marks a leased event done in the worker''s transaction; returns done, or stale when a newer event of its entity was applied (skip the effect then).';
 
+-- The batch form (a name of its own, as idem_outbox_done_batch).
+CREATE FUNCTION idem_inbox_done_batch(
+    consumer pg_catalog.text, event_ids pg_catalog.text[], attempts integer[],
+    OUT event_id pg_catalog.text, OUT outcome pg_catalog.text)
+RETURNS SETOF pg_catalog.record
+AS 'MODULE_PATHNAME', 'idem_inbox_done_batch' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
+COMMENT ON FUNCTION idem_inbox_done_batch(text, text[], integer[]) IS
+    'Marks done, in one statement, each event of event_ids leased under the attempt at the same position of attempts; returns (event_id, outcome) for each: done, or stale as idem_inbox_done (the entity guard, in the arrays'' order). An event it cannot finish (fenced, finished, unknown) is left out, never raised.';
+
 CREATE FUNCTION idem_inbox_fail(
     consumer pg_catalog.text, event_id pg_catalog.text, attempt integer,
     retryable boolean DEFAULT true, error pg_catalog.text DEFAULT NULL,
@@ -283,6 +328,7 @@ COMMENT ON FUNCTION idem_inbox_fail(text, text, integer, boolean, text, integer)
 REVOKE EXECUTE ON FUNCTION
     idem_inbox_receive(text, text, bytea, boolean, text, bytea, text, bigint, interval),
     idem_inbox_next(text, integer, interval), idem_inbox_done(text, text, integer),
+    idem_inbox_done_batch(text, text[], integer[]),
     idem_inbox_fail(text, text, integer, boolean, text, integer)
 FROM PUBLIC;
 
@@ -508,6 +554,16 @@ AS 'MODULE_PATHNAME', 'idem_outbox_done' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION idem_outbox_done(uuid, integer, text) IS
     'Marks a leased event done (returns done); IK002 when attempt no longer owns it. topic is optional (on Citus it routes the call to the shard of the topic).';
 
+-- The batch form: one statement for a relay's batch, each event fenced by its own attempt. A
+-- name of its own, not an overload: a driver's untyped parameters ($1, $2) would be ambiguous.
+CREATE FUNCTION idem_outbox_done_batch(
+    event_ids pg_catalog.uuid[], attempts integer[], topic pg_catalog.text DEFAULT NULL,
+    OUT event_id pg_catalog.uuid)
+RETURNS SETOF pg_catalog.uuid
+AS 'MODULE_PATHNAME', 'idem_outbox_done_batch' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+COMMENT ON FUNCTION idem_outbox_done_batch(uuid[], integer[], text) IS
+    'Marks done each event of event_ids that is leased under the attempt at the same position of attempts, in one statement; returns the ids it finished. An event it cannot finish (fenced, already finished, unknown) is left out, never raised: the rest of the batch is done.';
+
 CREATE FUNCTION idem_outbox_fail(
     event_id pg_catalog.uuid, attempt integer, retryable boolean DEFAULT true,
     error pg_catalog.text DEFAULT NULL, topic pg_catalog.text DEFAULT NULL)
@@ -515,6 +571,15 @@ RETURNS pg_catalog.text
 AS 'MODULE_PATHNAME', 'idem_outbox_fail' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION idem_outbox_fail(uuid, integer, boolean, text, text) IS
     'Records a failed delivery of a leased event: pending (handed out again after a backoff) when retryable and below idempotency.max_attempts, else dead (kept with error).';
+
+CREATE FUNCTION idem_outbox_fail_batch(
+    event_ids pg_catalog.uuid[], attempts integer[], retryable boolean DEFAULT true,
+    error pg_catalog.text DEFAULT NULL, topic pg_catalog.text DEFAULT NULL,
+    OUT event_id pg_catalog.uuid, OUT status pg_catalog.text)
+RETURNS SETOF pg_catalog.record
+AS 'MODULE_PATHNAME', 'idem_outbox_fail_batch' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
+COMMENT ON FUNCTION idem_outbox_fail_batch(uuid[], integer[], boolean, text, text) IS
+    'Records a failed delivery of each event of event_ids leased under the attempt at the same position of attempts, as idem_outbox_fail does (one error for the batch); returns (event_id, status) for each: pending (after its backoff) or dead. An event it cannot fail (fenced, finished, unknown) is left out, never raised.';
 
 CREATE FUNCTION idem_outbox_requeue(event_id pg_catalog.uuid, topic pg_catalog.text DEFAULT NULL)
 RETURNS pg_catalog.text
@@ -526,7 +591,9 @@ REVOKE EXECUTE ON FUNCTION idem_outbox_emit(text, jsonb, text, text, jsonb, inte
     idem_outbox_emit(text, bytea, text, text, jsonb, interval),
     idem_outbox_emit(text, text, text, text, jsonb, interval),
     idem_outbox_next(text, integer, interval), idem_outbox_done(uuid, integer, text),
-    idem_outbox_fail(uuid, integer, boolean, text, text), idem_outbox_requeue(uuid, text)
+    idem_outbox_done_batch(uuid[], integer[], text),
+    idem_outbox_fail(uuid, integer, boolean, text, text),
+    idem_outbox_fail_batch(uuid[], integer[], boolean, text, text), idem_outbox_requeue(uuid, text)
 FROM PUBLIC;
 
 -- Lifecycle: stuck operations, retention, purging, pg_cron (docs/lifecycle.md) ------------------

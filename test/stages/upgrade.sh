@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The upgrade stage: a fresh 1.0.0 database, a 0.7 database updated to 1.0.0 and an 0.8
-# database updated to 1.0.0 have the same catalog (test/upgrade/catalog.sql: functions with
+# The upgrade stage: a fresh 1.1.0 database and a 0.7, an 0.8 and a 1.0.0 database updated to
+# 1.1.0 have the same catalog (test/upgrade/catalog.sql: functions with
 # every attribute and their source, grants, pg_init_privs, comments, tables, columns,
 # constraints, indexes, types, views, sequences, triggers, config-dump registrations, extension
-# membership). The 0.7 and 0.8 databases come from the frozen fixtures test/upgrade/
-# idempotency--0.7.sql (0.7's install) and test/upgrade/idempotency--0.7--0.8.sql (0.8's
-# update), copied into the server's extension directory for the time of the stage
+# membership). The 0.7, 0.8 and 1.0.0 databases come from the frozen fixtures test/upgrade/
+# idempotency--0.7.sql (0.7's install), test/upgrade/idempotency--0.7--0.8.sql (0.8's update)
+# and test/upgrade/idempotency--1.0.0.sql (1.0.0's install), copied into the server's extension directory for the time of the stage
 # (test/upgrade/scripts). Then it plants a difference (one comment, one default changed in the
-# installed 0.7 -> 1.0.0 script) and expects the comparison to see each. Needs the libpq environment of a running cluster
+# installed 0.7 -> 1.0.0 script, which the update to 1.1.0 runs first) and expects the comparison to see each. Needs the libpq environment of a running cluster
 # (test/run-all exports it) and write access to the extension directory; exits non-zero on any
 # difference.
 set -euo pipefail
@@ -40,14 +40,15 @@ make_db idem_upgrade_fresh "CREATE EXTENSION idempotency"
 n=$(grep -c ' | ' "$WORK/idem_upgrade_fresh.txt")
 v=$(q -d idem_upgrade_fresh -c "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'")
 echo "upgrade: fresh $v: $n catalog facts"
-[ "$v" = 1.0.0 ] || { echo "upgrade: a fresh CREATE EXTENSION installed $v, not 1.0.0"; rc=1; }
-for from in 0.7 0.8; do
-    db=idem_upgrade_${from/./}
+current=$(sed -n 's/^EXTVERSION = //p' Makefile)
+[ "$v" = "$current" ] || { echo "upgrade: a fresh CREATE EXTENSION installed $v, not $current"; rc=1; }
+for from in 0.7 0.8 1.0.0; do
+    db=idem_upgrade_${from//./}
     make_db "$db" "CREATE EXTENSION idempotency VERSION '$from'" update
-    if diff -u --label "fresh 1.0.0" --label "$from updated to 1.0.0" "$WORK/idem_upgrade_fresh.txt" "$WORK/$db.txt"; then
-        echo "upgrade: $from updated to 1.0.0 = fresh 1.0.0"
+    if diff -u --label "fresh $current" --label "$from updated to $current" "$WORK/idem_upgrade_fresh.txt" "$WORK/$db.txt"; then
+        echo "upgrade: $from updated to $current = fresh $current"
     else
-        echo "upgrade: FAILED: $from updated to 1.0.0 differs from a fresh 1.0.0 (above)"
+        echo "upgrade: FAILED: $from updated to $current differs from a fresh $current (above)"
         rc=1
     fi
 done
