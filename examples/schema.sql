@@ -32,8 +32,8 @@ CREATE TABLE IF NOT EXISTS webhook_events (
     received_at timestamptz NOT NULL DEFAULT now()
 );
 
--- Single-transaction mode of POST /v1/payments as one server-side function (the Python and Go
--- services call it; examples/README.md): the claim, the payment only when claimed, the stored
+-- Single-transaction mode of POST /v1/payments as one server-side function (the Python service
+-- calls it; examples/README.md): the claim, the payment only when claimed, the stored
 -- answer, all in the caller's transaction (autocommit: the call is a transaction by itself). One
 -- round trip, and PL/pgSQL keeps its statements' plans for the session, which matters when the
 -- driver may not prepare statements (PgBouncer before 1.21 in transaction mode): a statement

@@ -2,16 +2,18 @@
 """Drives one example service (examples/README.md) over real HTTP, through the fault proxy
 (build/fault_proxy), and checks what it wrote in the database.
 
-  http_test.py --lang python [--route direct] [--port 18410] [--db-port N] -- CMD ARGS...
+  http_test.py --lang fastapi [--route direct] [--port 18410] [--db-port N] -- CMD ARGS...
 
 CMD is the service (started with PORT, PGHOST/PGPORT/PGUSER/PGDATABASE and the contract's knobs in
 its environment; IDEMPOTENCY is passed through). The test's own connection (schema, invariants)
 uses the libpq environment; --db-port N points the service at 127.0.0.1:N instead (PgBouncer).
 Ports: the service on --port, the fault proxy on --port + 1, the lost-response proxy on --port + 2.
 Scenarios: the seed test (10 clients, one key, half quoted, 50% cuts) in both modes, a lost
-response, a reused key with another body, the two-phase worker killed in the provider window and
-after the provider charged, a webhook delivered 3 times and a bad signature, the 400s. Prints one
-table per mode; exits 1 on any failed check."""
+response, a reused key with another body, a handler that throws (customer c_throw), the
+two-phase worker killed in the provider window and after the provider charged, a webhook
+delivered 3 times and a bad signature, the 400s. Prints one table per mode; exits 1 on any
+failed check. --lang names the service (fastapi, flask, express, fastify, go): its database
+examples_<lang> and its log."""
 import argparse
 import json
 import os
@@ -177,6 +179,29 @@ def reused_key(t, db, mode, port):
             f"{after[0] - before[0]}, {after[1] - before[1]}")
 
 
+def handler_throws(t, db, mode, port):
+    """Customer c_throw: the handler raises after its INSERT (single) / after the provider
+    (two-phase). 500 and no payment; single: no record (the claim rolled back with the INSERT);
+    two-phase: the attempt failed, retryable: the same key is claimed again (attempt 2) and
+    fails again, the provider charged once."""
+    path, scope = MODES[mode]
+    key = str(uuid.uuid4())
+    body = payment_body("c_throw", 6000)
+    h = {"Idempotency-Key": key}
+    answers, records = [], []
+    for _ in range(2):
+        answers.append(request(port, "POST", path, body, h).status)
+        rec = db.lookup(scope, key)
+        records.append("none" if rec is None else f"{rec.get('status')} {rec.get('attempt')}")
+    t.check("handler throws: answers to the key sent twice", "500, 500",
+            ", ".join(map(str, answers)))
+    t.check("handler throws: payments rows of customer c_throw", 0, len(db.payments("c_throw")))
+    want = "none, none" if mode == "single" else "failed 1, failed 2"
+    t.check("handler throws: the key's record after each try", want, ", ".join(records))
+    if mode == "two-phase":
+        t.check("handler throws: provider charges", 1, len(db.charges(key)))
+
+
 def killed_worker(t, db, start_service, port, window):
     """Two-phase: SIGKILL the service while a request is in the provider call (window=provider)
     or after the provider charged, before the result is stored (window=complete); restart it;
@@ -319,12 +344,17 @@ def main():
             run(t, "seed test", seed_test, t, db, m, proxy.port, a.rounds)
             run(t, "lost response", lost_response, t, db, m, a.port, lost.port)
             run(t, "reused key", reused_key, t, db, m, a.port)
+            run(t, "handler throws", handler_throws, t, db, m, a.port)
         run(other, "webhooks", webhooks, other, db, a.port)
         run(other, "400s", bad_requests, other, db, a.port)
         print(f"[{title}] proxy: {proxy.stop()}; lost-response proxy: {lost.stop()}")
         svc.kill()
-        # The kill scenarios start their own service processes (LEASE_SECONDS=4).
-        base_env["LEASE_SECONDS"] = "4"
+        # The kill scenarios start their own service processes (LEASE_SECONDS=6, 12 for Python).
+        # A service that renews its lease every LEASE_SECONDS / 3 has 2/3 of it left at the kill,
+        # at least: the time its successor has to start before the first retry, which must get a
+        # 409. A Python service takes 3-6 s to import and open its pool on a loaded 2-core machine
+        # (4 s were too few in 3 runs of 4 under a full test run).
+        base_env["LEASE_SECONDS"] = "12" if a.lang in ("fastapi", "flask") else "6"
         for window in ("provider", "complete"):
             run(tables["two-phase"], f"killed worker ({window})", killed_worker,
                 tables["two-phase"], db, start_service, a.port, window)

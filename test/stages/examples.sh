@@ -1,31 +1,57 @@
 #!/usr/bin/env bash
-# The examples stage (issue 19), one run per call:
-#   test/stages/examples.sh LANG ROUTE   LANG: python | node | go; ROUTE: direct | pgbouncer
-#   test/stages/examples.sh clients      build/concurrency_test and build/faults_test through
-#                                        PgBouncer
-# LANG ROUTE: test/examples/http_test.py drives the service examples/LANG over HTTP through the
-# fault proxy, the service connecting to the cluster directly or through a throwaway PgBouncer in
-# transaction pooling mode (test/pgbouncer), which must then have carried its transactions.
-# A service whose directory does not exist is a failure. Needs the libpq environment of a running
-# cluster (test/pgcluster), IDEM_PGPORT, and build/fault_proxy (IDEM_BUILD: the build directory).
+# The examples stage (issues 19 and 31), one run per call:
+#   test/stages/examples.sh SERVICE ROUTE   SERVICE: fastapi | flask | express | fastify | go (the
+#                                           services of examples/, each a user of its client
+#                                           package in clients/); ROUTE: direct | pgbouncer
+#   test/stages/examples.sh clients         build/concurrency_test and build/faults_test through
+#                                           PgBouncer
+#   test/stages/examples.sh clients:LANG    the tests of the client package clients/LANG (python,
+#                                           node, go)
+# SERVICE ROUTE: test/examples/http_test.py drives the service over HTTP through the fault proxy,
+# the service connecting to the cluster directly or through a throwaway PgBouncer in transaction
+# pooling mode (test/pgbouncer), which must then have carried its transactions. A service whose
+# files do not exist is a failure. Needs the libpq environment of a running cluster
+# (test/pgcluster), IDEM_PGPORT, and build/fault_proxy (IDEM_BUILD: the build directory).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${IDEM_BUILD:-$(pwd)/build}
 PY=/usr/bin/python3 # Debian's, with python3-psycopg (not a python3 earlier in PATH)
-LANG_=${1:?usage: test/stages/examples.sh LANG ROUTE | clients}
+SERVICE=${1:?usage: test/stages/examples.sh SERVICE ROUTE | clients}
 ROUTE=${2:-direct}
+# clients:LANG: the client package's own tests (clients/LANG), against the cluster, in a database
+# of their own with the extension.
+case "$SERVICE" in
+clients:*)
+    db=clients_${SERVICE#clients:}
+    psql -qX -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" &&
+        psql -qX -v ON_ERROR_STOP=1 -d "$db" -c 'CREATE EXTENSION idempotency' || exit 1
+    case "$SERVICE" in
+    clients:python) (cd clients/python && "$PY" -m unittest discover -s tests 2>&1 | tail -n 3
+        exit "${PIPESTATUS[0]}") ;;
+    clients:node)
+        NODE_PATH=$(clients/node/setup) || { echo "clients/node/setup failed"; exit 1; }
+        export NODE_PATH
+        (cd clients/node && node --test test/) ;;
+    clients:go) (cd clients/go && PGDATABASE=$db ./offline test -count=1 -timeout 120s -v .) ;;
+    *) echo "unknown client package $SERVICE" >&2; exit 2 ;;
+    esac
+    exit ;;
+esac
 # Ports, derived from the cluster's port so that concurrent runs (each with its own IDEM_PGPORT,
-# DEVELOPERS.md "Ports and clusters") never meet, 30 per run from 2000 + 30 x (IDEM_PGPORT mod 1000): HTTP at +0..+17, 3 per
-# language and route (the service, its proxies at +1 and +2); PgBouncer at +20 + n. All below
-# 32768, where Linux's ephemeral ports begin: a port in that range can be the local end of any
-# outgoing connection on the machine, and a listener then cannot bind it (a fresh-machine trial
-# lost PgBouncer's port so, once in 28 stages).
-case "$LANG_" in python) n=1 ;; node) n=2 ;; go) n=3 ;; clients) n=9 ;; *) echo "unknown language $LANG_" >&2; exit 2 ;; esac
-base=$((2000 + 30 * (${IDEM_PGPORT:?IDEM_PGPORT is not set} % 1000)))
+# DEVELOPERS.md "Ports and clusters") never meet, 40 per run from 2000 + 40 x (IDEM_PGPORT mod
+# 700): HTTP at +0..+29, 3 per service and route (the service, its proxies at +1 and +2);
+# PgBouncer at +30 + n. All below 32768, where Linux's ephemeral ports begin: a port in that
+# range can be the local end of any outgoing connection on the machine, and a listener then
+# cannot bind it (a fresh-machine trial lost PgBouncer's port so, once in 28 stages).
+case "$SERVICE" in
+fastapi) n=1 ;; flask) n=2 ;; express) n=3 ;; fastify) n=4 ;; go) n=5 ;; clients) n=9 ;;
+*) echo "unknown service $SERVICE" >&2; exit 2 ;;
+esac
+base=$((2000 + 40 * (${IDEM_PGPORT:?IDEM_PGPORT is not set} % 700)))
 route_n=0
 [ "$ROUTE" = pgbouncer ] && route_n=1
 HTTP_PORT=$((base + 3 * (2 * (n % 9 == 0 ? 0 : n - 1) + route_n)))
-export IDEM_BOUNCER_PORT=$((base + 20 + n))
+export IDEM_BOUNCER_PORT=$((base + 30 + n))
 
 bouncer_start() {
     test/pgbouncer stop >/dev/null 2>&1
@@ -33,7 +59,7 @@ bouncer_start() {
     trap 'test/pgbouncer stop >/dev/null 2>&1' EXIT
 }
 
-if [ "$LANG_" = clients ]; then
+if [ "$SERVICE" = clients ]; then
     bouncer_start
     rc=0
     for t in concurrency_test faults_test; do
@@ -45,22 +71,22 @@ if [ "$LANG_" = clients ]; then
     exit $rc
 fi
 
-dir=examples/$LANG_
-[ -d "$dir" ] || { echo "$dir does not exist: no $LANG_ service to test"; exit 1; }
-case "$LANG_" in
-python) service=("$PY" "$dir/payments.py") ;;
-node)
-    if [ -x "$dir/setup-node-pg" ]; then
-        NODE_PATH=$("$dir/setup-node-pg") || { echo "examples/node/setup-node-pg failed"; exit 1; }
-        export NODE_PATH
-    fi
-    service=(node "$dir/payments.js") ;;
+# The service's command line, one arm per service (its client package's engineer keeps it).
+case "$SERVICE" in
+fastapi) service=(env PYTHONPATH=clients/python/src "$PY" examples/python/fastapi_app.py) ;;
+flask) service=(env PYTHONPATH=clients/python/src "$PY" examples/python/flask_app.py) ;;
+express | fastify)
+    # The npm packages of clients/node/package-lock.json (express, fastify, pg), npm ci'd once.
+    NODE_PATH=$(clients/node/setup) || { echo "clients/node/setup failed"; exit 1; }
+    export NODE_PATH
+    service=(node "examples/node/$SERVICE.js") ;;
 go)
-    bin=$("$dir/build" "$BUILD/examples-go" | tail -n 1) || { echo "examples/go/build failed"; exit 1; }
+    bin=$(examples/go/build "$BUILD/examples-go" | tail -n 1) || { echo "examples/go/build failed"; exit 1; }
     service=("$bin") ;;
 esac
+[ -e "${service[-1]}" ] || { echo "${service[-1]} does not exist: no $SERVICE service to test"; exit 1; }
 
-args=(--lang "$LANG_" --route "$ROUTE" --port "$HTTP_PORT" --proxy "$BUILD/fault_proxy")
+args=(--lang "$SERVICE" --route "$ROUTE" --port "$HTTP_PORT" --proxy "$BUILD/fault_proxy")
 if [ "$ROUTE" = pgbouncer ]; then
     bouncer_start
     args+=(--db-port "$IDEM_BOUNCER_PORT")
@@ -70,8 +96,8 @@ rc=$?
 if [ "$ROUTE" = pgbouncer ]; then
     # The service's transactions went through PgBouncer (SHOW STATS: total_xact_count).
     xacts=$(psql -qAtX -F ' ' -h 127.0.0.1 -p "$IDEM_BOUNCER_PORT" -U postgres -d pgbouncer \
-        -c 'SHOW STATS' 2>/dev/null | awk -v db="examples_$LANG_" '$1 == db { print $2 }')
-    echo "PgBouncer carried ${xacts:-no} transactions of database examples_$LANG_"
+        -c 'SHOW STATS' 2>/dev/null | awk -v db="examples_$SERVICE" '$1 == db { print $2 }')
+    echo "PgBouncer carried ${xacts:-no} transactions of database examples_$SERVICE"
     [ "${xacts:-0}" -gt 0 ] || rc=1
 fi
 exit $rc
