@@ -1,23 +1,33 @@
 #!/usr/bin/env bash
-# What exactly-once costs an HTTP request (issue 19): the example services' POST /v1/payments
-# (examples/), each with the extension (idem_claim, INSERT, idem_complete in one transaction)
-# against the same service with IDEMPOTENCY=off (BEGIN; INSERT; COMMIT), side by side in one
-# run, on a throwaway cluster of its own (port 54396, or IDEM_BENCH_PGPORT).
-#   bench/http.sh     env: ROUNDS=5 SECS=10 CLIENTS=8 LANGS="python go" SC="on off" FSYNC=on
+# What exactly-once costs an HTTP request (issues 19 and 31): the example services' POST
+# /v1/payments (examples/, each a user of its client package in clients/), each with the
+# extension (the package's middleware: idem_claim, the handler's INSERT, idem_complete in one
+# transaction) against the same framework handler with IDEMPOTENCY=off (BEGIN; INSERT; COMMIT),
+# side by side in one run, on a throwaway cluster of its own (port 54396, or IDEM_BENCH_PGPORT).
+#   bench/http.sh     env: ROUNDS=5 SECS=10 WARMUP=2 CLIENTS=8 SERVICES="fastapi flask express fastify go"
+#                          SC="on off" PREPARE=off FSYNC=on
 #                          MODE=single (or two-phase) OUT=/tmp/...
-# Each round runs every variant once (alternating order), on emptied tables after a CHECKPOINT:
+# Each round runs every variant once (alternating order), on emptied tables after a CHECKPOINT and
+# a WARMUP-second wrk run that is not measured:
 # wrk -c CLIENTS -t 2 -d SECS --latency with bench/http/payments.lua (a new Idempotency-Key per
 # request: every request is a new payment on both sides). Prints markdown tables for
-# bench/RESULTS.md (requests/s, p50/p99 from wrk); goal: exactly_once >= 0.75 x plain.
+# bench/RESULTS.md (requests/s, p50/p99 from wrk; goal: exactly_once >= 0.9 x plain), and the
+# CPU time per request (utime + stime from /proc around the wrk run) of the service's processes
+# and of the PostgreSQL server's (the CPU column: their sum). At high load CPU per request rises
+# too (fewer requests per wakeup, colder caches): compare variants of one run, never runs.
+# PREPARE="off on": each service also with named prepared statements on both variants (the
+# services' PREPARE=on, examples/README.md; direct connections), grouped beside "off".
 # Needs root or the postgres user (test/pgcluster), wrk, and the examples' packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 ROUNDS=${ROUNDS:-5}
 SECS=${SECS:-10}
+WARMUP=${WARMUP:-2}
 CLIENTS=${CLIENTS:-8}
-LANGS=${LANGS:-python go}
+SERVICES=${SERVICES:-fastapi flask express fastify go}
 SC=${SC:-on off}
+PREPARE=${PREPARE:-off}
 FSYNC=${FSYNC:-on}
 MODE=${MODE:-single}
 OUT=${OUT:-/tmp/idem-http-$$}
@@ -33,22 +43,30 @@ psql -Xq -v ON_ERROR_STOP=1 -f examples/schema.sql
 q() { psql -XAtq -v ON_ERROR_STOP=1 -c "$1"; }
 
 GO_BIN=
-[[ " $LANGS " == *" go "* ]] && GO_BIN=$(examples/go/build "$OUT/go")
+[[ " $SERVICES " == *" go "* ]] && GO_BIN=$(examples/go/build "$OUT/go")
+# The npm packages of the Node services (express, fastify, pg), npm ci'd once.
+if [[ " $SERVICES " == *" express "* || " $SERVICES " == *" fastify "* ]]; then
+    NODE_PATH=$(clients/node/setup)
+    export NODE_PATH
+fi
+# The service's command line, one arm per service (as in test/stages/examples.sh).
 service_cmd() {
     case $1 in
-    python) echo "$PY examples/python/payments.py" ;;
+    fastapi) echo "env PYTHONPATH=clients/python/src $PY examples/python/fastapi_app.py" ;;
+    flask) echo "env PYTHONPATH=clients/python/src $PY examples/python/flask_app.py" ;;
+    express) echo "node examples/node/express.js" ;;
+    fastify) echo "node examples/node/fastify.js" ;;
     go) echo "$GO_BIN" ;;
-    node) echo "node examples/node/payments.js" ;;
     esac
 }
 
-# start_service LANG IDEMPOTENCY SC: the service on HTTP_PORT, its database sessions with
-# synchronous_commit = SC; waits for its "listening on" line.
+# start_service SERVICE IDEMPOTENCY SC PREPARE: the service on HTTP_PORT, its database sessions
+# with synchronous_commit = SC, prepared statements on or off; waits for its "listening on" line.
 SVC='' SVC_LOG=''
 start_service() {
-    SVC_LOG=$OUT/service.$1.$2.$3.$(date +%s%N).log # a new file: no stale "listening on" line
+    SVC_LOG=$OUT/service.$1.$2.$3.$4.$(date +%s%N).log # a new file: no stale "listening on" line
     # shellcheck disable=SC2091 # service_cmd prints the service's command line: run it
-    PORT=$HTTP_PORT IDEMPOTENCY=$2 POOL_SIZE=$CLIENTS PGOPTIONS="-c synchronous_commit=$3" \
+    PORT=$HTTP_PORT IDEMPOTENCY=$2 POOL_SIZE=$CLIENTS PGOPTIONS="-c synchronous_commit=$3" PREPARE=$4 \
         $(service_cmd "$1") >"$SVC_LOG" 2>&1 &
     SVC=$!
     for _ in $(seq 1 100); do
@@ -59,6 +77,21 @@ start_service() {
     cat "$SVC_LOG" >&2
     exit 1
 }
+# ticks PID...: the CPU time (utime + stime, clock ticks) of those processes that still exist.
+ticks() {
+    local p sum=0
+    for p in "$@"; do
+        [ -r "/proc/$p/stat" ] && sum=$((sum + $(sed 's/.*) //' "/proc/$p/stat" | awk '{ print $12 + $13 }')))
+    done
+    echo "$sum"
+}
+HZ=$(getconf CLK_TCK)
+# The service's processes; the server's (the postmaster and its children, backends included).
+svc_pids() { echo "$SVC" $(pgrep -P "$SVC"); }
+pg_pids() { local pm; pm=$(head -n 1 "$IDEM_PGDIR/data/postmaster.pid"); echo "$pm" $(pgrep -P "$pm"); }
+# us_per REQUESTS TICKS: microseconds of CPU per request.
+us_per() { awk -v n="$1" -v t="$2" -v hz="$HZ" 'BEGIN { printf "%.0f", (n > 0 ? t / hz * 1e6 / n : 0) }'; }
+
 stop_service() { [ -z "$SVC" ] || { kill "$SVC" 2>/dev/null; wait "$SVC" 2>/dev/null; SVC=; } || true; }
 trap 'stop_service; test/pgcluster stop >/dev/null 2>&1' EXIT
 
@@ -68,33 +101,47 @@ ms() { awk -v p="$1" '$1 == p { v = $2; u = v; gsub(/[0-9.]/, "", u); gsub(/[a-z
 
 path=/v1/payments
 [ "$MODE" = two-phase ] && path="/v1/payments?mode=two-phase"
-echo "# $(date -u +%FT%TZ) $(nproc) cores, $(pg_config --version), fsync=$FSYNC, $ROUNDS rounds x $SECS s, $CLIENTS clients, mode $MODE"
+echo "# $(date -u +%FT%TZ) $(nproc) cores, $(pg_config --version), fsync=$FSYNC, $ROUNDS rounds x $SECS s, $CLIENTS clients, mode $MODE, prepared $PREPARE"
 echo "# $(bench_build); $(wrk -v 2>&1 | head -n 1 | cut -c1-40)"
 : >"$OUT/http.txt"
+: >"$OUT/cpu.txt"
 for sc in $SC; do
-    for lang in $LANGS; do
-        for r in $(seq 1 "$ROUNDS"); do
-            for v in $(bench_order "$r" exactly_once plain); do
-                q "TRUNCATE payments, provider_charges, idempotency.records"
-                q "CHECKPOINT"
-                start_service "$lang" "$([ "$v" = plain ] && echo off || echo on)" "$sc"
-                wrk -c "$CLIENTS" -t 2 -d "${SECS}s" --latency -s bench/http/payments.lua \
-                    "http://127.0.0.1:$HTTP_PORT$path" >"$OUT/$sc.$lang.$v.$r.wrk"
-                stop_service
-                f=$OUT/$sc.$lang.$v.$r.wrk
-                rps=$(awk '/^Requests\/sec:/ { print $2 }' "$f")
-                bad=$(awk '/Non-2xx or 3xx responses:/ { print $NF }' "$f")
-                errs=$(grep -c 'Socket errors' "$f" || true)
-                rows=$(q "SELECT count(*) FROM payments")
-                records=$(q "SELECT count(*) FROM idempotency.records")
-                want=$rows
-                [ "$v" = plain ] && want=0
-                if [ -n "${bad:-}" ] || [ "$errs" != 0 ] || [ "$rows" = 0 ] || [ "$records" != "$want" ]; then
-                    echo "bench/http.sh: $sc $lang $v: failed requests (non-2xx ${bad:-0}, socket errors $errs, payments $rows, records $records)" >&2
-                    cat "$f" "$SVC_LOG" >&2
-                    exit 1
-                fi
-                echo "$sc:$lang $v $r $rps $(ms 50% "$f") $(ms 99% "$f") -" | tee -a "$OUT/http.txt"
+    for svc in $SERVICES; do
+        for prep in $PREPARE; do
+            for r in $(seq 1 "$ROUNDS"); do
+                for v in $(bench_order "$r" exactly_once plain); do
+                    q "TRUNCATE payments, provider_charges, idempotency.records"
+                    q "CHECKPOINT"
+                    start_service "$svc" "$([ "$v" = plain ] && echo off || echo on)" "$sc" "$prep"
+                    # A warm-up, not measured: the pool's connections, the JIT of node, the caches.
+                    wrk -c "$CLIENTS" -t 2 -d "${WARMUP}s" -s bench/http/payments.lua \
+                        "http://127.0.0.1:$HTTP_PORT$path" >"$OUT/$sc.$svc.$prep.$v.$r.warmup"
+                    # shellcheck disable=SC2046 # the pid lists are words, split on purpose
+                    s0=$(ticks $(svc_pids)) p0=$(ticks $(pg_pids))
+                    wrk -c "$CLIENTS" -t 2 -d "${SECS}s" --latency -s bench/http/payments.lua \
+                        "http://127.0.0.1:$HTTP_PORT$path" >"$OUT/$sc.$svc.$prep.$v.$r.wrk"
+                    # shellcheck disable=SC2046
+                    s1=$(ticks $(svc_pids)) p1=$(ticks $(pg_pids))
+                    stop_service
+                    f=$OUT/$sc.$svc.$prep.$v.$r.wrk
+                    rps=$(awk '/^Requests\/sec:/ { print $2 }' "$f")
+                    bad=$(awk '/Non-2xx or 3xx responses:/ { print $NF }' "$f")
+                    errs=$(grep -c 'Socket errors' "$f" || true)
+                    rows=$(q "SELECT count(*) FROM payments")
+                    records=$(q "SELECT count(*) FROM idempotency.records")
+                    want=$rows
+                    [ "$v" = plain ] && want=0
+                    if [ -n "${bad:-}" ] || [ "$errs" != 0 ] || [ "$rows" = 0 ] || [ "$records" != "$want" ]; then
+                        echo "bench/http.sh: $sc $svc prepared $prep $v: failed requests (non-2xx ${bad:-0}, socket errors $errs, payments $rows, records $records)" >&2
+                        cat "$f" "$SVC_LOG" >&2
+                        exit 1
+                    fi
+                    n=$(awk '/ requests in / { print $1 }' "$f")
+                    svc_us=$(us_per "$n" $((s1 - s0))) pg_us=$(us_per "$n" $((p1 - p0)))
+                    echo "$sc:$svc:$prep $v $r $rps $(ms 50% "$f") $(ms 99% "$f") $((svc_us + pg_us))" | tee -a "$OUT/http.txt"
+                    echo "$sc:$svc:$prep:service $v $r $svc_us" >>"$OUT/cpu.txt"
+                    echo "$sc:$svc:$prep:postgres $v $r $pg_us" >>"$OUT/cpu.txt"
+                done
             done
         done
     done
@@ -102,5 +149,10 @@ done
 echo
 echo "### POST /v1/payments ($MODE mode), $CLIENTS clients (wrk), $ROUNDS rounds x $SECS s, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-python3 bench/summarise.py runs "$OUT/http.txt" --groups synchronous_commit,language --unit requests/s \
-    --variants "exactly_once plain" --ratios "exactly_once/plain/0.75" | tee "$OUT/http.md"
+python3 bench/summarise.py runs "$OUT/http.txt" --groups synchronous_commit,service,prepared --unit requests/s \
+    --variants "exactly_once plain" --ratios "exactly_once/plain/0.9" --per request | tee "$OUT/http.md"
+echo
+echo "CPU µs per request (utime + stime) of the service's processes and of the PostgreSQL server's:"
+echo
+python3 bench/summarise.py cpu "$OUT/cpu.txt" --groups synchronous_commit,service,prepared,processes \
+    --variants "exactly_once plain" --ratios "exactly_once/plain/0" | tee -a "$OUT/http.md"

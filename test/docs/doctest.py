@@ -517,9 +517,28 @@ def check_sqlstates():
     return codes
 
 
+def metric_names():
+    """The Prometheus metrics monitoring/postgres_exporter.yml defines: query_column for each
+    column that is not a LABEL (read without a YAML library: its top-level keys, its columns)."""
+    names, query, column = set(), None, None
+    for line in open(os.path.join(ROOT, "monitoring", "postgres_exporter.yml"), encoding="utf-8"):
+        if m := re.match(r"^([a-z_]+):\s*$", line):
+            query = m.group(1)
+        elif m := re.match(r"^\s+- ([a-z_]+):\s*$", line):
+            column = m.group(1)
+        elif (m := re.match(r'^\s+usage: "([A-Z]+)"', line)) and m.group(1) != "LABEL":
+            names.add(f"{query}_{column}")
+    return names
+
+
+# the languages of the client packages' code blocks (their module names start with idempotency.)
+CLIENT_LANGS = {"js", "javascript", "go", "python", "py"}
+
+
 def check_names(doc_files, known, settings):
     """idem_* and idempotency.* names in prose and in blocks that are not run must exist (a run
-    block is checked by running it)."""
+    block is checked by running it); an idem_* name may also be a metric of the queries file."""
+    known = known | metric_names()
     # the relations of schema idempotency (tables, indexes, sequences), as installed
     tables = {r[0] for r in query(DB, "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
                                       "WHERE n.nspname = 'idempotency'")}
@@ -531,7 +550,8 @@ def check_names(doc_files, known, settings):
             m = FENCE.match(line)
             if m and fence is None:
                 lang, _, attrs = m.group(3).strip().partition(" ")
-                fence = (m.group(2), lang.lower() in ("sql", "python", "output") and not attrs.strip().startswith("skip"))
+                fence = (m.group(2), lang.lower() in ("sql", "python", "output") and not attrs.strip().startswith("skip"),
+                         lang.lower() in CLIENT_LANGS)
                 continue
             if m and fence is not None and line.strip().strip(fence[0][0]) == "":
                 fence = None
@@ -541,7 +561,9 @@ def check_names(doc_files, known, settings):
             for m in re.finditer(r"\bidem_[a-z0-9_]+\b", line):
                 if m.group(0) not in known and m.group(0) not in channels:
                     fail(f"{os.path.relpath(f, ROOT)}:{no}", f"{m.group(0)} is not installed")
-            for m in re.finditer(r"\bidempotency\.([a-z_]+)\b", line):
+            # in a client language's block, idempotency.express is the package, not a name of ours
+            client_code = fence is not None and fence[2]
+            for m in ([] if client_code else re.finditer(r"\bidempotency\.([a-z_]+)\b", line)):
                 if m.group(1) not in tables and m.group(1) not in files and m.group(0) not in settings:
                     fail(f"{os.path.relpath(f, ROOT)}:{no}", f"{m.group(0)} is neither a setting nor a table")
 

@@ -15,6 +15,8 @@ SELECT public.attack_run('idem_lookup processing', $$SELECT status FROM idem_loo
 SELECT public.attack_run('idem_complete', $$SELECT idem_complete('@T@', 'k1', 1, 'res-1', '{"ok": true}', 201, '\x7b7d', '{"Location": "/x"}')$$, 'true');
 SELECT public.attack_run('idem_claim replayed', $$SELECT pg_catalog.concat_ws(' ', outcome, resource_id, response_status) FROM idem_claim('@T@', 'k1', '\x01')$$, 'replayed res-1 201');
 SELECT public.attack_run('idem_claim mismatch', $$SELECT outcome FROM idem_claim('@T@', 'k1', '\x02')$$, 'mismatch');
+SELECT public.attack_run('idem_http_answer replayed', $$SELECT pg_catalog.concat_ws(' ', a.status, a.headers OPERATOR(pg_catalog.->>) 'Idempotent-Replayed', pg_catalog.encode(a.body, 'escape')) FROM idem_claim('@T@', 'k1', '\x01') c, idem_http_answer(c) a$$, '201 true {}', 'idem_claim');
+SELECT public.attack_run('idem_http_answer of the key', $$SELECT pg_catalog.concat_ws(' ', a.status, a.headers OPERATOR(pg_catalog.->>) 'Location') FROM idem_http_answer('@T@', 'k1') a$$, '201 /x', 'idem_http_answer(text,text)');
 SELECT public.attack_run('idem_lookup completed', $$SELECT pg_catalog.concat_ws(' ', status, resource_id) FROM idem_lookup('@T@', 'k1')$$, 'completed res-1');
 SELECT public.attack_run('idem_complete IK003', $$SELECT idem_complete('@T@', 'k1', 1)$$, 'ERROR IK003');
 SELECT public.attack_run('idem_complete IK001', $$SELECT idem_complete('@T@', 'nope', 1)$$, 'ERROR IK001');
@@ -41,6 +43,7 @@ SELECT public.attack_run('idem_claim 22004', $$SELECT outcome FROM idem_claim(NU
 SELECT public.attack_run('idem_key_from_header', $$SELECT idem_key_from_header('"abc"')$$, 'abc');
 -- fingerprints and utilities (PUBLIC)
 SELECT public.attack_run('idem_fingerprint', $$SELECT pg_catalog.length(idem_fingerprint('{"b": 1, "a": [1.0, "x"]}'::pg_catalog.jsonb))::pg_catalog.text$$, '32');
+SELECT public.attack_run('idem_fingerprint bytea', $$SELECT idem_fingerprint('{"a": 1.0}'::pg_catalog.bytea) OPERATOR(pg_catalog.=) idem_fingerprint('{"a":1}'::pg_catalog.text)$$, 'true');
 SELECT public.attack_run('idem_canonical_json', $$SELECT idem_canonical_json('{"b": 1, "a": 2}'::pg_catalog.text)$$, '{"a":2,"b":1}');
 SELECT public.attack_run('idem_uuid_v7_time', $$SELECT idem_uuid_v7_time(idem_uuid_v7()) IS NOT NULL$$, 'true');
 SELECT public.attack_run('idem_hmac_sha256', $$SELECT pg_catalog.length(idem_hmac_sha256('\x01'::pg_catalog.bytea, '\x02'::pg_catalog.bytea))::pg_catalog.text$$, '32');
@@ -66,6 +69,7 @@ SELECT public.attack_run('idem_inbox_done IK002', $$SELECT idem_inbox_done('@T@/
 SELECT public.attack_run('idem_inbox_done IK001', $$SELECT idem_inbox_done('@T@/q', 'nope', 1)$$, 'ERROR IK001');
 SELECT public.attack_run('idem_inbox_done x2', $$SELECT idem_inbox_done('@T@/q', 'x2', 1)$$, 'done');
 SELECT public.attack_run('idem_inbox_done stale', $$SELECT idem_inbox_done('@T@/q', 'x1', 1)$$, 'stale');
+SELECT public.attack_run('idem_inbox_done_batch left out', $$SELECT pg_catalog.count(*)::pg_catalog.text FROM idem_inbox_done_batch('@T@/q', ARRAY['q1', 'q2', 'nope'], ARRAY[1, 5, 1])$$, '0');
 SELECT public.attack_run('idem_inbox_fail retryable', $$SELECT idem_inbox_fail('@T@/q', 'q2', 1, true, 'boom')$$, 'received');
 SELECT public.attack_run('idem_inbox_fail dead', $$SELECT idem_inbox_fail('@T@/q', 'q3', 1, false, 'bad')$$, 'failed');
 SELECT public.attack_run('idem_inbox_next again', $$SELECT pg_catalog.string_agg(pg_catalog.concat(n.event_id, ':', n.attempt), ',') FROM idem_inbox_next('@T@/q', 10, '1 minute') n$$, 'q2:2');
@@ -94,6 +98,8 @@ SELECT public.attack_run('idem_outbox_done IK003', $$SELECT idem_outbox_done(e.e
 SELECT public.attack_run('idem_outbox_done IK001', $$SELECT idem_outbox_done('00000000-0000-0000-0000-000000000000', 1)$$, 'ERROR IK001');
 SELECT public.attack_run('idem_outbox_fail retryable', $$SELECT idem_outbox_fail(e.event_id, e.attempt, true, 'timeout') FROM pg_temp.attack_ev e WHERE e.key OPERATOR(pg_catalog.=) 'bytes'$$, 'pending', 'idem_outbox_next');
 SELECT public.attack_run('idem_outbox_done IK002', $$SELECT idem_outbox_done(e.event_id, e.attempt) FROM pg_temp.attack_ev e WHERE e.key OPERATOR(pg_catalog.=) 'bytes'$$, 'ERROR IK002', 'idem_outbox_next');
+SELECT public.attack_run('idem_outbox_done_batch left out', $$SELECT pg_catalog.count(*)::pg_catalog.text FROM idem_outbox_done_batch(ARRAY(SELECT e.event_id FROM pg_temp.attack_ev e WHERE e.key OPERATOR(pg_catalog.<>) 'd1' ORDER BY e.key), ARRAY(SELECT e.attempt FROM pg_temp.attack_ev e WHERE e.key OPERATOR(pg_catalog.<>) 'd1' ORDER BY e.key))$$, '0', 'idem_outbox_next');
+SELECT public.attack_run('idem_outbox_fail_batch left out', $$SELECT pg_catalog.count(*)::pg_catalog.text FROM idem_outbox_fail_batch(ARRAY(SELECT e.event_id FROM pg_temp.attack_ev e WHERE e.key OPERATOR(pg_catalog.<>) 'd1' ORDER BY e.key), ARRAY(SELECT e.attempt FROM pg_temp.attack_ev e WHERE e.key OPERATOR(pg_catalog.<>) 'd1' ORDER BY e.key), true, 'x', '@T@/o')$$, '0', 'idem_outbox_next');
 SELECT public.attack_run('idem_outbox_fail dead', $$SELECT idem_outbox_fail(e.event_id, e.attempt, false, '410 gone', '@T@/o') FROM pg_temp.attack_ev e WHERE e.key OPERATOR(pg_catalog.=) 'd1'$$, 'dead', 'idem_outbox_next');
 SELECT public.attack_run('idem_outbox_requeue', $$SELECT idem_outbox_requeue(e.event_id) FROM pg_temp.attack_ev e WHERE e.key OPERATOR(pg_catalog.=) 'd1'$$, 'pending', 'idem_outbox_next,idem_outbox_fail');
 SELECT public.attack_run('idem_outbox_requeue 55000', $$SELECT idem_outbox_requeue(e.event_id, '@T@/o') FROM pg_temp.attack_ev e WHERE e.key OPERATOR(pg_catalog.=) 'bytes'$$, 'ERROR 55000', 'idem_outbox_next,idem_outbox_fail');

@@ -8,9 +8,11 @@ GRANT EXECUTE ON FUNCTION
     idem_fail(text, text, integer, boolean, jsonb, integer, bytea, jsonb),
     idem_heartbeat(text, text, integer, interval),
     idem_lookup(text, text),
+    idem_http_answer(text, text),
     idem_inbox_receive(text, text, bytea, boolean, text, bytea, text, bigint, interval),
     idem_inbox_next(text, integer, interval),
     idem_inbox_done(text, text, integer),
+    idem_inbox_done_batch(text, text[], integer[]),
     idem_inbox_fail(text, text, integer, boolean, text, integer),
     idem_webhook_receive(text, text, text[], text, bytea, text, text, text, boolean, text, bigint, interval, interval, timestamptz),
     idem_webhook_receive(text, text, text[], text, text, text, text, text, boolean, text, bigint, interval, interval, timestamptz),
@@ -19,7 +21,9 @@ GRANT EXECUTE ON FUNCTION
     idem_outbox_emit(text, bytea, text, text, jsonb, interval),
     idem_outbox_next(text, integer, interval),
     idem_outbox_done(uuid, integer, text),
-    idem_outbox_fail(uuid, integer, boolean, text, text)
+    idem_outbox_done_batch(uuid[], integer[], text),
+    idem_outbox_fail(uuid, integer, boolean, text, text),
+    idem_outbox_fail_batch(uuid[], integer[], boolean, text, text)
 TO sec_idempotency_user;
 GRANT EXECUTE ON FUNCTION idem_stuck(interval) TO sec_reconciler;
 GRANT EXECUTE ON FUNCTION

@@ -49,10 +49,13 @@ $$;
 -- Records a call's outcome: ok when it is want; unreachable when the role may not execute the
 -- call's function (or read its view) and got 42501; WRONG otherwise.
 -- needs: the other functions (or relations, schema-qualified) the call depends on, comma-separated:
--- when the role may not use one of them, the call is unreachable whatever it answered.
+-- when the role may not use one of them, the call is unreachable whatever it answered. A function
+-- is a name (any overload will do) or one overload's signature (idem_http_answer(text,text)).
 CREATE OR REPLACE FUNCTION public.attack_reachable(what pg_catalog.text)
 RETURNS pg_catalog.bool LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT CASE WHEN pg_catalog.strpos(what, '.') OPERATOR(pg_catalog.>) 0
+    SELECT CASE WHEN pg_catalog.strpos(what, '(') OPERATOR(pg_catalog.>) 0
+                THEN pg_catalog.has_function_privilege(what, 'EXECUTE')
+                WHEN pg_catalog.strpos(what, '.') OPERATOR(pg_catalog.>) 0
                 THEN pg_catalog.has_schema_privilege(pg_catalog.split_part(what, '.', 1), 'USAGE')
                      AND pg_catalog.has_table_privilege(what, 'SELECT')
                 ELSE EXISTS (SELECT FROM pg_catalog.pg_proc p

@@ -55,7 +55,7 @@ SELECT string_agg(payload::text || ' ' || attempt, ', ') FROM idem_outbox_next('
 SELECT count(*) || ' events, the new one after the restored: ' || (max(seq) > 2) FROM idempotency.outbox;
 SQL
 )
-want='1.0.0
+want='1.1.0
 replayed pay_1 201
 replayed 402
 in_progress 1

@@ -169,6 +169,7 @@ idem_canonical_json(jsonb,boolean)	SELECT idem_canonical_json('{"b": 1, "a": 2}'
 idem_canonical_json(text,boolean)	SELECT idem_canonical_json('{"b": 1, "a": 2}'::text)
 idem_fingerprint(jsonb,text[],text[],boolean)	SELECT idem_fingerprint('{"a": 1}'::jsonb)
 idem_fingerprint(text,text[],text[],boolean)	SELECT idem_fingerprint('{"a": 1}'::text)
+idem_fingerprint(bytea,text[],text[],boolean)	SELECT idem_fingerprint('{"a": 1}'::bytea)
 idem_key_from_header(text)	SELECT idem_key_from_header('"order-1"')
 idem_uuid_v7()	SELECT idem_uuid_v7()
 idem_uuid_v7_time(uuid)	SELECT idem_uuid_v7_time(id) FROM standby_ids
@@ -190,6 +191,8 @@ idem_webhook_receive(text,text,text[],text,text,text,text,text,boolean,text,bigi
 idem_webhook_receive(text,text,text[],text,bytea,text,text,text,boolean,text,bigint,interval,interval,timestamp with time zone)	SELECT idem_webhook_receive('hooks', 'standard', ARRAY['$SECRET'], 'msg_1', '{}'::bytea, $STD_SIG, '1614265330', $AT)
 idem_lookup(text,text)	SELECT status FROM idem_lookup('shop:a/pay', 'done')
 idem_lookup(text,text)	SELECT status FROM idem_lookup('shop:b/refund', 'busy')
+idem_http_answer(text,text)	SELECT status FROM idem_http_answer('shop:a/pay', 'done')
+idem_http_answer(idem_claim_result)	SELECT status FROM idem_http_answer(ROW('in_progress', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::idem_claim_result)
 idem_claim(text,text,bytea,interval,interval,boolean)	SELECT outcome FROM idem_claim('shop:a/pay', 'done', '\x01')
 idem_claim(text,text,bytea,interval,interval,boolean)	SELECT outcome FROM idem_claim('shop:a/pay', 'busy', '\x02', wait => false)
 idem_claim(text,text,bytea,interval,interval,boolean)	SELECT outcome FROM idem_claim('shop:a/pay', 'new', '\x07')
@@ -202,13 +205,16 @@ idem_inbox_receive(text,text,bytea,boolean,text,bytea,text,bigint,interval)	SELE
 idem_inbox_receive(text,text,bytea,boolean,text,bytea,text,bigint,interval)	SELECT idem_inbox_receive('crm', 'evt-new', '\x04')
 idem_inbox_next(text,integer,interval)	SELECT count(*) FROM idem_inbox_next('crm')
 idem_inbox_done(text,text,integer)	SELECT idem_inbox_done('crm', 'evt-leased', 1)
+idem_inbox_done_batch(text,text[],integer[])	SELECT idem_inbox_done_batch('crm', ARRAY['evt-leased'], ARRAY[1])
 idem_inbox_fail(text,text,integer,boolean,text,integer)	SELECT idem_inbox_fail('crm', 'evt-leased', 1, true, 'timeout')
 idem_outbox_emit(text,jsonb,text,text,jsonb,interval)	SELECT idem_outbox_emit('orders', '{"n": 4}'::jsonb, 'order-2')
 idem_outbox_emit(text,bytea,text,text,jsonb,interval)	SELECT idem_outbox_emit('orders', '\x7b7d'::bytea, 'order-2')
 idem_outbox_emit(text,text,text,text,jsonb,interval)	SELECT idem_outbox_emit('orders', '{}'::text, 'order-2')
 idem_outbox_next(text,integer,interval)	SELECT count(*) FROM idem_outbox_next('orders')
 idem_outbox_done(uuid,integer,text)	SELECT idem_outbox_done(id, 1) FROM standby_ids WHERE name = 'leased'
+idem_outbox_done_batch(uuid[],integer[],text)	SELECT idem_outbox_done_batch(ARRAY[id], ARRAY[1]) FROM standby_ids WHERE name = 'leased'
 idem_outbox_fail(uuid,integer,boolean,text,text)	SELECT idem_outbox_fail(id, 1, true, 'timeout') FROM standby_ids WHERE name = 'leased'
+idem_outbox_fail_batch(uuid[],integer[],boolean,text,text)	SELECT idem_outbox_fail_batch(ARRAY[id], ARRAY[1], true, 'timeout') FROM standby_ids WHERE name = 'leased'
 idem_outbox_requeue(uuid,text)	SELECT idem_outbox_requeue(id) FROM standby_ids WHERE name = 'dead'
 idem_purge(integer,integer,boolean,interval)	SELECT idem_purge()
 idem_purge_batch(text,integer,tid,boolean,interval)	SELECT deleted FROM idem_purge_batch('records', 100)

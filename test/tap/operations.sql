@@ -13,7 +13,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS idempotency CASCADE;
 CREATE EXTENSION idempotency;
 
-SELECT plan(58);
+SELECT plan(59);
 
 -- Schema and storage -------------------------------------------------------------------------
 SELECT has_schema('idempotency');
@@ -23,7 +23,7 @@ SELECT has_table('idempotency', 'bindings', 'bindings table (tenants)');
 SELECT has_view('public', 'idem_bindings', 'idem_bindings view');
 SELECT has_view('public', 'idem_stats', 'idem_stats view');
 SELECT has_view('public', 'idem_inbox_stats', 'idem_inbox_stats view');
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'idempotency'), '1.0.0', 'version 1.0.0');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'idempotency'), '1.1.0', 'version 1.1.0');
 
 -- PUBLIC has no rights on the internal schema and tables ------------------------------------------
 SELECT schema_privs_are('idempotency', 'public', ARRAY[]::text[], 'PUBLIC: no rights on schema idempotency');
@@ -97,7 +97,11 @@ SELECT is_empty($$
                             'idem_webhook_verify_standard', 'idem_webhook_verify_stripe',
                             'idem_webhook_sign_standard', 'idem_webhook_sign_stripe',
                             'idem_require_pg_cron', 'idem_key_from_header')
+      AND p.oid <> 'idem_http_answer(idem_claim_result)'::regprocedure
 $$, 'PUBLIC cannot execute any function that reads or writes stored state');
+SELECT ok(has_function_privilege('public', 'idem_http_answer(idem_claim_result)', 'EXECUTE')
+          AND NOT has_function_privilege('public', 'idem_http_answer(text,text)', 'EXECUTE'),
+          'PUBLIC can execute idem_http_answer of a claim result, not of a stored key');
 SELECT ok(NOT has_function_privilege('public', 'idem_claim(text,text,bytea,interval,interval,boolean)', 'EXECUTE'),
           'PUBLIC cannot execute idem_claim');
 SELECT ok(has_function_privilege('public', 'idem_fingerprint(jsonb,text[],text[],boolean)', 'EXECUTE'),
@@ -111,6 +115,7 @@ GRANT EXECUTE ON FUNCTION
     idem_fail(text, text, integer, boolean, jsonb, integer, bytea, jsonb),
     idem_heartbeat(text, text, integer, interval),
     idem_lookup(text, text),
+    idem_http_answer(text, text),
     idem_inbox_receive(text, text, bytea, boolean, text, bytea, text, bigint, interval),
     idem_inbox_next(text, integer, interval),
     idem_inbox_done(text, text, integer),
