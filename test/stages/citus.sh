@@ -460,7 +460,7 @@ expect "outbox functions delegated (by topic)" \
     "$(q 0 "SELECT string_agg(p.proname || ' ' || coalesce(o.distribution_argument_index::text, '-'), ', ' ORDER BY p.proname)
             FROM pg_proc p LEFT JOIN pg_dist_object o ON o.classid = 'pg_proc'::regclass AND o.objid = p.oid
             WHERE p.proname LIKE 'idem_outbox_%'")" \
-    "idem_outbox_done -, idem_outbox_emit -, idem_outbox_emit -, idem_outbox_emit -, idem_outbox_fail -, idem_outbox_next 0, idem_outbox_requeue -"
+    "idem_outbox_done -, idem_outbox_done_batch -, idem_outbox_emit -, idem_outbox_emit -, idem_outbox_emit -, idem_outbox_fail -, idem_outbox_fail_batch -, idem_outbox_next 0, idem_outbox_requeue -"
 t1=$(topic_on 1 topic)
 t2=$(topic_on 2 topic)
 [ -n "$t1" ] && [ -n "$t2" ] || fail "no topic found on each worker: '$t1' '$t2'"
@@ -526,12 +526,17 @@ SQL
     expect "$t next after 2 is done" "$(handed "$t" 10)" 5
     expect "$t done 3 with a NULL topic" "$(qo 0 "SELECT idem_outbox_done('$e3', 1, NULL)")" "done"
     expect "$t next after 3 is done" "$(handed "$t" 10)" 4
-    for e in "$e4" "$e5" "$e6"; do
-        expect "$t done $e" "$(qo 0 "SELECT idem_outbox_done('$e', 1)")" "done"
-    done
+    expect "$t done_batch of 4, 5 (with the topic) and of 1, done already" \
+        "$(qo 0 "SELECT count(*) FROM idem_outbox_done_batch(ARRAY['$e4', '$e5', '$e1']::uuid[], ARRAY[1, 1, 1], '$t')")" 2
+    expect "$t fail_batch of 4, done already" \
+        "$(qo 0 "SELECT count(*) FROM idem_outbox_fail_batch(ARRAY['$e4']::uuid[], ARRAY[1], false, 'late')")" 0
+    expect "$t done_batch of 6 (without the topic)" \
+        "$(qo 0 "SELECT count(*) FROM idem_outbox_done_batch(ARRAY['$e6']::uuid[], ARRAY[1])")" 1
+    expect "$t statuses of 1-6" "$(q 0 "SELECT string_agg(status, ',' ORDER BY payload->>'n') FROM idempotency.outbox WHERE topic = '$t'")" \
+        "done,done,done,done,done,done"
     expect "$t next when all are done" "$(handed "$t" 10)" ""
     expect "$t done of an unknown event (without the topic)" "$(qo 0 "SELECT idem_outbox_done('$(q 0 "SELECT idem_uuid_v7()")', 1)")" IK001
-    say "outbox $t (${NAMES[$i]}): relay 1 in a coordinator transaction got 1, relay 2 (delegated) meanwhile 2,6; then 3, 5, 4 one at a time as 1, 2, 3 were done (with the topic, without, NULL); IK002, IK003, IK001"
+    say "outbox $t (${NAMES[$i]}): relay 1 in a coordinator transaction got 1, relay 2 (delegated) meanwhile 2,6; then 3, 5, 4 one at a time as 1, 2, 3 were done (with the topic, without, NULL), 4-6 by done_batch (fail_batch of a done event left out); IK002, IK003, IK001"
 done
 
 # Per-key order across workers under two relays: 24 events per topic over keys K1-K3, emitted in
