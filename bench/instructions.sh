@@ -2,8 +2,12 @@
 # Instructions per call of bench/load.sh's statements (valgrind callgrind): deterministic where
 # throughput and CPU time on this shared machine are not (issue 18).
 #   bench/instructions.sh [SCRIPT...]   default: claim_replay select_replay claim_new insert_new
-#                                       (SCRIPT_fscan: SCRIPT with idempotency.claim_scan = off)
+#                                       (SCRIPT_fscan: SCRIPT with idempotency.claim_scan = off;
+#                                       SCRIPT_sql: with idempotency.direct_access = off)
 #                                       env: IDEM_BENCH_PGPORT (54396), OUT
+#   bench/instructions.sh claim_tx claim_complete claim_tx_sql claim_complete_sql
+#                                       idem_complete's cost, direct and by SQL: the difference
+#                                       of each pair (the SQL pair's claim is by SQL too)
 #   TENANT=1 BINDINGS=N bench/instructions.sh claim_replay claim_new
 #                                       the statements as a member of role idem_bench_tenant
 #                                       (not a superuser), with N scope bindings (docs/tenants.md):
@@ -75,8 +79,10 @@ for s in $SCRIPTS; do
                 -c "CHECKPOINT" ;;
         esac
         opt=""
-        [ "${s%_fscan}" != "$s" ] && opt="-c idempotency.claim_scan=off"
-        PGOPTIONS="-c synchronous_commit=off $opt $role_opt" pgbench -n -M prepared -c 1 -t $n -f "$B/${s%_fscan}.sql" \
+        script=${s%_fscan}
+        [ "$script" != "$s" ] && opt="-c idempotency.claim_scan=off"
+        [ "${s%_sql}" != "$s" ] && { script=${s%_sql}; opt="-c idempotency.direct_access=off"; }
+        PGOPTIONS="-c synchronous_commit=off $opt $role_opt" pgbench -n -M prepared -c 1 -t $n -f "$B/$script.sql" \
             bench >"$OUT/$s.$n.out" 2>&1 &
         pgb=$!
         pid=""

@@ -383,3 +383,62 @@ FROM (VALUES ('dropped'), ('kept')) s(key),
 ORDER BY 1;
 RESET idempotency.default_lease;
 RESET idempotency.default_ttl;
+
+-- idem_complete and idem_fail update the record directly (src/direct_update.cpp; on, the
+-- default) or by the SQL statement (off): every stored column the same both ways, with updates
+-- that stay on the page (HOT) and bodies too large for it (a new primary key entry), and amcheck
+-- finds every row's entry in the primary key
+CREATE EXTENSION amcheck;
+CREATE TEMP TABLE finish_cases AS
+    SELECT i, CASE WHEN i % 3 = 0 THEN 'fail' ELSE 'complete' END AS verb,
+           CASE WHEN i % 2 = 0 THEN repeat('b', 1800) ELSE 'small' END AS body
+    FROM generate_series(1, 40) i;
+SELECT count(*) FROM finish_cases c, (VALUES ('fin-sql'), ('fin-direct')) p(scope),
+    LATERAL idem_claim(p.scope, 'f' || c.i, ttl => '1 hour') x WHERE x.outcome = 'claimed';
+BEGIN;
+SET LOCAL idempotency.direct_access = off;
+SELECT count(*) FILTER (WHERE CASE c.verb
+    WHEN 'complete' THEN idem_complete('fin-sql', 'f' || c.i, 1, 'r' || c.i, '{"n": 1}', 201,
+                                       convert_to(c.body, 'UTF8'), '{"Location": "/p"}')
+    ELSE idem_fail('fin-sql', 'f' || c.i, 1, c.i % 2 = 0, NULL, 402, convert_to(c.body, 'UTF8')) END)
+    AS stored_by_sql FROM finish_cases c;
+COMMIT;
+BEGIN;
+SELECT n_tup_upd AS upd0, n_tup_hot_upd AS hot0 FROM pg_stat_xact_user_tables
+WHERE relid = 'idempotency.records'::regclass \gset
+SELECT count(*) FILTER (WHERE CASE c.verb
+    WHEN 'complete' THEN idem_complete('fin-direct', 'f' || c.i, 1, 'r' || c.i, '{"n": 1}', 201,
+                                       convert_to(c.body, 'UTF8'), '{"Location": "/p"}')
+    ELSE idem_fail('fin-direct', 'f' || c.i, 1, c.i % 2 = 0, NULL, 402, convert_to(c.body, 'UTF8')) END)
+    AS stored_directly FROM finish_cases c;
+SELECT n_tup_upd - :upd0 AS updates, n_tup_upd - :upd0 > n_tup_hot_upd - :hot0 AS some_not_hot,
+       n_tup_hot_upd > :hot0 AS some_hot
+FROM pg_stat_xact_user_tables WHERE relid = 'idempotency.records'::regclass;
+COMMIT;
+SELECT count(*) AS differences FROM (
+    (SELECT key, status, retryable, fingerprint, attempt, resource_id, response, response_status,
+            lease_expires_at, expires_at - updated_at AS kept, response_body, response_headers
+     FROM idempotency.records WHERE scope = 'fin-sql'
+     EXCEPT
+     SELECT key, status, retryable, fingerprint, attempt, resource_id, response, response_status,
+            lease_expires_at, expires_at - updated_at, response_body, response_headers
+     FROM idempotency.records WHERE scope = 'fin-direct')
+    UNION ALL
+    (SELECT key, status, retryable, fingerprint, attempt, resource_id, response, response_status,
+            lease_expires_at, expires_at - updated_at, response_body, response_headers
+     FROM idempotency.records WHERE scope = 'fin-direct'
+     EXCEPT
+     SELECT key, status, retryable, fingerprint, attempt, resource_id, response, response_status,
+            lease_expires_at, expires_at - updated_at, response_body, response_headers
+     FROM idempotency.records WHERE scope = 'fin-sql')) d;
+SELECT status, retryable, count(*), min(expires_at - updated_at) AS kept, bool_and(lease_expires_at IS NULL) AS no_lease
+FROM idempotency.records WHERE scope = 'fin-direct' GROUP BY 1, 2 ORDER BY 1, 2;
+SELECT 'complete' AS pkey FROM (SELECT bt_index_check('idempotency.records_pkey', true)) c;
+SET enable_seqscan = off;
+SELECT count(*) AS found_by_key FROM finish_cases c
+    JOIN idempotency.records r ON r.scope = 'fin-direct' AND r.key = 'f' || c.i AND r.status <> 'processing';
+RESET enable_seqscan;
+-- a finished record is never changed: a repeat is a no-op (false), another result IK003, both ways
+SELECT * FROM try($$SELECT idem_complete('fin-direct', 'f1', 1, 'r1', '{"n": 1}', 201, convert_to('small', 'UTF8'), '{"Location": "/p"}')$$);
+SELECT * FROM try($$SELECT idem_complete('fin-direct', 'f1', 1, 'other')$$);
+DROP EXTENSION amcheck;

@@ -1,5 +1,6 @@
 // Direct access to the extension's own tables (see direct_access.hpp).
 #include "direct_access.hpp"
+#include "direct_internal.hpp"
 #include "pg_compat.hpp"
 #include "spi_util.hpp"
 
@@ -29,6 +30,7 @@ extern "C" {
 }
 
 namespace idem::pg::direct {
+using namespace internal;
 namespace {
 
 // The tables resolved in this backend, forgotten together on an invalidation.
@@ -143,26 +145,6 @@ bool plain_table(Relation rel, Table *t) {
     return plain;
 }
 
-// The IndexInfo of index i (0: the primary key, with what a speculative insertion needs), built
-// once per resolution of the table: neither the arbiter check nor the insertion of btree entries
-// without expressions changes it.
-IndexInfo *index_info(Table &t, int i, Relation ix) {
-    if (t.infos[i] != nullptr)
-        return t.infos[i];
-    if (t.cxt == nullptr)
-        t.cxt = AllocSetContextCreate(CacheMemoryContext, "idempotency direct access",
-                                      ALLOCSET_SMALL_SIZES);
-    MemoryContext old = MemoryContextSwitchTo(t.cxt);
-    IndexInfo *info = BuildIndexInfo(ix);
-    if (i == 0)
-        BuildSpeculativeIndexInfo(ix, info);
-    else if (t.shape->has_entry != nullptr)
-        info->ii_Predicate = NIL; // has_entry decides it by the verified definition
-    MemoryContextSwitchTo(old);
-    t.infos[i] = info;
-    return info;
-}
-
 // Opens the indexes the row has entries in, as ExecOpenIndices opens all of them: the primary
 // key (pk, open already: the arbiter) first; a partial index's predicate is not evaluated again.
 // Their locks are kept until the end of the transaction, as the table's and the primary key's.
@@ -198,12 +180,32 @@ void close_indexes(ResultRelInfo *rri) {
 // database without the extension) when DROP EXTENSION removed both, else 42P01. Never XX000:
 // a DROP EXTENSION that commits while a call waits for the table's lock is an ordinary race
 // (issue 28; test/isolation/specs/drop_extension_race.spec).
-[[noreturn]] static void table_missing(const char *relname) {
+[[noreturn]] void internal::table_missing(const char *relname) {
     (void)extension_schema();
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
                     errmsg("table idempotency.%s does not exist", relname),
                     errhint("Run CREATE EXTENSION idempotency in this database, or ALTER EXTENSION "
                             "idempotency UPDATE if it is installed.")));
+}
+
+// The IndexInfo of index i (0: the primary key, with what a speculative insertion needs), built
+// once per resolution of the table: neither the arbiter check nor the insertion of btree entries
+// without expressions changes it.
+IndexInfo *internal::index_info(Table &t, int i, Relation ix) {
+    if (t.infos[i] != nullptr)
+        return t.infos[i];
+    if (t.cxt == nullptr)
+        t.cxt = AllocSetContextCreate(CacheMemoryContext, "idempotency direct access",
+                                      ALLOCSET_SMALL_SIZES);
+    MemoryContext old = MemoryContextSwitchTo(t.cxt);
+    IndexInfo *info = BuildIndexInfo(ix);
+    if (i == 0)
+        BuildSpeculativeIndexInfo(ix, info);
+    else if (t.shape->has_entry != nullptr)
+        info->ii_Predicate = NIL; // has_entry decides it by the verified definition
+    MemoryContextSwitchTo(old);
+    t.infos[i] = info;
+    return info;
 }
 
 // (direct_access.hpp) Resolves the table and its column numbers (by name). A missing column is
@@ -299,13 +301,6 @@ void key_values(const Table &t, const IndexInfo *info, const Datum *values, Datu
     }
 }
 
-// The scan keys of the primary key's equality on key (its values in index column order).
-void key_scan_keys(Relation pk, const IndexInfo *info, const Datum *key, ScanKeyData *keys) {
-    for (int k = 0; k < info->ii_NumIndexKeyAttrs; k++)
-        ScanKeyEntryInitialize(&keys[k], 0, k + 1, info->ii_UniqueStrats[k], InvalidOid,
-                               pk->rd_indcollation[k], info->ii_UniqueProcs[k], key[k]);
-}
-
 // Looks the key up as the executor's arbiter check does, through the primary key with a dirty
 // snapshot: waits for a transaction that is inserting, changing or deleting its row, then looks
 // again. True with the row's latest committed version (or this transaction's own) in found.
@@ -370,12 +365,20 @@ bool insert_row(Table *t, Relation rel, Relation pk, const Datum *values, const 
 
 } // namespace
 
+// The scan keys of the primary key's equality on key (its values in index column order).
+void internal::key_scan_keys(Relation pk, const IndexInfo *info, const Datum *key,
+                             ScanKeyData *keys) {
+    for (int k = 0; k < info->ii_NumIndexKeyAttrs; k++)
+        ScanKeyEntryInitialize(&keys[k], 0, k + 1, info->ii_UniqueStrats[k], InvalidOid,
+                               pk->rd_indcollation[k], info->ii_UniqueProcs[k], key[k]);
+}
+
 // With rel open (and locked): resolved again, since taking the lock processed pending
 // invalidations (ALTER TABLE, REINDEX CONCURRENTLY, a new primary key), whether the table is the
 // one relid names, has the shape's definition and is no Citus table (its rows live in shards:
 // the caller takes the SQL path, which Citus routes). With Citus installed the catalog is read
 // again under the lock, even when a cached answer says otherwise.
-static bool usable(Table *t, Relation rel, Oid relid) {
+bool internal::usable(Table *t, Relation rel, Oid relid) {
     const Table &r = resolve(t);
     if (r.relid == relid && r.plain < 0)
         t->plain = plain_table(rel, t) ? 1 : 0;

@@ -2,7 +2,8 @@
 // tables through the table and index access methods, without SPI or a plan, by the same
 // speculative-insertion protocol as the executor's INSERT ... ON CONFLICT (primary key) DO
 // NOTHING. idem_claim (src/records_direct.cpp) and idem_inbox_receive (src/inbox.cpp) use it for
-// a first write; every path that changes an existing row goes through saved SPI plans.
+// a first write; idem_complete and idem_fail (src/records_direct.cpp) update a record by
+// update() (src/direct_update.cpp); every other path that changes a row uses saved SPI plans.
 #pragma once
 
 #include "pg_cpp.hpp"
@@ -88,5 +89,30 @@ InsertResult insert(Table *t, const char *caller, const Datum *values, const boo
 // key's values in index column order) right now, found without waiting for it; false when the
 // key has no such row or the table is not read directly (not plain, a Citus table).
 bool held_elsewhere(Table *t, const Datum *key);
+
+// What a RowChanger decides on the version of a row the UPDATE's snapshot sees.
+enum class Change {
+    Skip,  // the row does not meet the statement's condition: nothing is written
+    Write, // the new version is in values / nulls
+    UseSql // only the SQL statement can decide (it would raise on a value, say)
+};
+
+// Decides on found (deformed) and, for Write, fills the new version: every column, in the
+// shape's order.
+using RowChanger = Change (*)(const TupleTableSlot *found, Datum *values, bool *nulls, void *arg);
+
+enum class UpdateResult {
+    Updated, // the new version is written
+    Skipped, // no row for the key is visible, or change said Skip
+    Unusable // take the SQL path: the table is not plain, change said UseSql, or another
+             // transaction changed or deleted the row meanwhile (the SQL statement decides
+             // as UPDATE does: on the newer version, or a serialization failure)
+};
+
+// UPDATE ... WHERE <primary key> = key AND <change's condition> of one row (key: the primary
+// key's values in index column order), in the transaction's snapshot. Only for a shape without
+// indexes besides the primary key, whose columns an update never changes. caller names the SQL
+// function in errors (25006 in a read-only transaction or during recovery).
+UpdateResult update(Table *t, const char *caller, const Datum *key, RowChanger change, void *arg);
 
 } // namespace idem::pg::direct

@@ -6,6 +6,7 @@ extern "C" {
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/tableam.h"
 #include "executor/executor.h"
 #include "nodes/execnodes.h"
 #include "nodes/pg_list.h"
@@ -67,6 +68,24 @@ inline List *insert_speculative_index_entries(ResultRelInfo *rri, TupleTableSlot
 #else
     return ExecInsertIndexTuples(rri, slot, estate, false, true, spec_conflict, arbiters);
 #endif
+}
+
+// table_tuple_update, waiting for a concurrent writer; *new_entries true when the new version
+// needs entries in every index (not a HOT update). 16 replaced the bool by TU_UpdateIndexes,
+// whose TU_Summarizing asks only summarizing (BRIN) indexes for one.
+inline TM_Result tuple_update(Relation rel, ItemPointer tid, TupleTableSlot *slot, CommandId cid,
+                              Snapshot snapshot, TM_FailureData *tmfd, bool *new_entries) {
+    LockTupleMode lockmode;
+#if PG_VERSION_NUM >= 160000
+    TU_UpdateIndexes update_indexes = TU_None;
+    TM_Result r = table_tuple_update(rel, tid, slot, cid, snapshot, InvalidSnapshot, true, tmfd,
+                                     &lockmode, &update_indexes);
+    *new_entries = update_indexes == TU_All;
+#else
+    TM_Result r = table_tuple_update(rel, tid, slot, cid, snapshot, InvalidSnapshot, true, tmfd,
+                                     &lockmode, new_entries);
+#endif
+    return r;
 }
 
 // Lets the index access method finish what this statement's insertions into ix began (17 added

@@ -3,6 +3,7 @@
 // checks. Each of these is one saved SPI statement on the key's record; only when it matches no
 // row is the record read to tell why (IK001 / IK002 / IK003, or a repeat of the same finish).
 #include "records.hpp"
+#include "records_direct.hpp"
 #include "arguments.hpp"
 #include "sqlstates.hpp"
 #include "limits.hpp"
@@ -166,21 +167,7 @@ bool int4_equal(bool a_null, Datum a, bool b_null, Datum b) {
     pg_unreachable();
 }
 
-// The result a complete/fail wants to store, compared with the stored one when it repeats.
-struct Outcome {
-    const char *status; // "completed" or "failed"
-    bool retryable;
-    bool rid_null;
-    Datum rid;
-    bool resp_null;
-    Datum resp;
-    bool st_null;
-    Datum st;
-    bool body_null;
-    Datum body;
-    bool headers_null;
-    Datum headers;
-};
+using Outcome = idem::pg::RecordOutcome;
 
 // True when the record read by explain_refusal (SPI row 0) holds exactly outcome o.
 bool same_outcome(const idem::RecordState &st, const char *stored, const Outcome &o) {
@@ -283,6 +270,11 @@ Datum finish(FunctionCallInfo fcinfo, Outcome o, int resp_arg, int status_arg, c
     idem::pg::limits::check_size(o.body_null, o.body, idem::pg::limits::Cap::Response,
                                  "response_body");
     TimestampTz now = GetCurrentTimestamp();
+    // The direct update (src/direct_update.cpp); any other case, a refusal or a no-op repeat
+    // among them, is decided by the SQL statement below.
+    if (idem::settings::direct_access_on() &&
+        finish_direct(scope, key, attempt, o, now) == idem::pg::direct::UpdateResult::Updated)
+        PG_RETURN_BOOL(true);
 
     idem::pg::SavedUser su;
     idem::pg::enter(&su);

@@ -11,6 +11,7 @@ extern "C" {
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/builtins.h"
+#include "common/int.h"
 }
 
 namespace idem::pg {
@@ -49,11 +50,12 @@ const Oid COLUMN_TYPES[A_COUNT] = {TEXTOID,        TEXTOID,        TEXTOID,     
 // satisfies both by construction (status 'processing', attempt 1), so they are not evaluated.
 const char *const OWN_CHECKS[] = {"records_status_check", "records_attempt_check"};
 
-// A new record leaves these columns NULL; retryable has the only default (insert_new sets it,
-// as the SQL statement leaves it to the default).
+// A new record leaves these columns NULL (and the lease of a finished one is NULL); retryable has
+// the only default (insert_new sets it, as the SQL statement leaves it to the default).
+// finish_direct clears the lease. A column the table declares NOT NULL makes it not plain.
 constexpr uint32 NULLABLE = 1u << A_FINGERPRINT | 1u << A_RESOURCE_ID | 1u << A_RESPONSE |
                             1u << A_RESPONSE_STATUS | 1u << A_RESPONSE_BODY |
-                            1u << A_RESPONSE_HEADERS;
+                            1u << A_RESPONSE_HEADERS | 1u << A_LEASE_EXPIRES;
 const direct::TableShape SHAPE = {"records",    A_COUNT,          COLUMN_NAMES,
                                   COLUMN_TYPES, OWN_CHECKS,       2, // columns, checks
                                   nullptr,      nullptr,          0, // no index but the primary key
@@ -113,7 +115,63 @@ bool read_conflict(Relation, TupleTableSlot *found, void *arg) {
     return true;
 }
 
+// What finish_direct stores.
+struct FinishArgs {
+    int32 attempt;
+    const RecordOutcome *o;
+    TimestampTz now;
+};
+
+// The RowChanger of finish_direct: FINISH_SET and FINISH_WHERE of src/records.cpp on the
+// visible record. The new expiry, GREATEST(expires_at, now + (expires_at - created_at)) in UTC
+// timestamps there, is the same microsecond arithmetic; where the statement would raise (an
+// infinite or out-of-range timestamp) it decides. Status and attempt meet the CHECK constraints.
+direct::Change change_finish(const TupleTableSlot *found, Datum *v, bool *n, void *arg) {
+    const auto *f = static_cast<const FinishArgs *>(arg);
+    const direct::Table &r = records;
+    for (int c = 0; c < A_COUNT; c++) {
+        v[c] = found->tts_values[r.att[c] - 1];
+        n[c] = found->tts_isnull[r.att[c] - 1];
+    }
+    const text *status = DatumGetTextPP(v[A_STATUS]);
+    if (DatumGetInt32(v[A_ATTEMPT]) != f->attempt || VARSIZE_ANY_EXHDR(status) != 10 ||
+        memcmp(VARDATA_ANY(status), "processing", 10) != 0)
+        return direct::Change::Skip;
+    TimestampTz created = DatumGetTimestampTz(v[A_CREATED]);
+    TimestampTz expires = DatumGetTimestampTz(v[A_EXPIRES]);
+    int64 window, kept;
+    if (TIMESTAMP_NOT_FINITE(created) || TIMESTAMP_NOT_FINITE(expires) ||
+        pg_sub_s64_overflow(expires, created, &window) ||
+        pg_add_s64_overflow(f->now, window, &kept) || !IS_VALID_TIMESTAMP(kept))
+        return direct::Change::UseSql;
+    const RecordOutcome &o = *f->o;
+    auto set = [&](Column c, bool isnull, Datum d) {
+        n[c] = isnull;
+        v[c] = isnull ? (Datum)0 : d;
+    };
+    set(A_STATUS, false, CStringGetTextDatum(o.status));
+    set(A_RETRYABLE, false, BoolGetDatum(o.retryable));
+    set(A_RESOURCE_ID, o.rid_null, o.rid);
+    set(A_RESPONSE, o.resp_null, o.resp);
+    set(A_RESPONSE_STATUS, o.st_null, o.st);
+    set(A_UPDATED, false, TimestampTzGetDatum(f->now));
+    set(A_LEASE_EXPIRES, true, (Datum)0);
+    set(A_EXPIRES, false, TimestampTzGetDatum(kept > expires ? kept : expires));
+    set(A_RESPONSE_BODY, o.body_null, o.body);
+    set(A_RESPONSE_HEADERS, o.headers_null, o.headers);
+    return direct::Change::Write;
+}
+
 } // namespace
+
+// (records_direct.hpp) The UPDATE of idem_complete / idem_fail, direct.
+direct::UpdateResult finish_direct(Datum scope, Datum key, int32 attempt, const RecordOutcome &o,
+                                   TimestampTz now) {
+    Datum k[2] = {scope, key};
+    FinishArgs args{attempt, &o, now};
+    const char *caller = strcmp(o.status, "completed") == 0 ? "idem_complete" : "idem_fail";
+    return direct::update(&records, caller, k, change_finish, &args);
+}
 
 // (records_direct.hpp) INSERT ... ON CONFLICT (scope, key) DO NOTHING of a new record.
 InsertResult insert_new(const NewRecord &rec, bool read, MemoryContext cxt, StoredRecord *out) {

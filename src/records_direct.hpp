@@ -1,7 +1,7 @@
 // Direct access (src/direct_access.hpp) to idempotency.records: the claim's insert of a new key
 // (INSERT ... ON CONFLICT DO NOTHING) and the read of an existing record. idem_claim uses it
-// under idempotency.direct_access (on by default); every path that changes an existing record
-// goes through saved SPI plans.
+// under idempotency.direct_access (on by default), and so do idem_complete and idem_fail for
+// their update; every other path that changes an existing record goes through saved SPI plans.
 #pragma once
 
 #include "direct_access.hpp"
@@ -34,6 +34,22 @@ struct NewRecord {
     TimestampTz now, lease_expires_at, expires_at;
 };
 
+// The result a complete/fail stores, compared with the stored one when it repeats.
+struct RecordOutcome {
+    const char *status; // "completed" or "failed"
+    bool retryable;
+    bool rid_null;
+    Datum rid;
+    bool resp_null;
+    Datum resp;
+    bool st_null;
+    Datum st;
+    bool body_null;
+    Datum body;
+    bool headers_null;
+    Datum headers;
+};
+
 using direct::InsertResult;
 
 // INSERT ... ON CONFLICT (scope, key) DO NOTHING of rec. Like the statement, it waits for a
@@ -46,5 +62,13 @@ InsertResult insert_new(const NewRecord &rec, bool read, MemoryContext cxt, Stor
 // True when another transaction is inserting or changing the record of (scope, key) now, found
 // without waiting (idem_claim's wait => false); false when it cannot tell (see held_elsewhere).
 bool record_held(Datum scope, Datum key);
+
+// UPDATE of idem_complete / idem_fail: (scope, key)'s record, when it is processing under
+// attempt, gets o, updated_at now, no lease, and expires_at pushed to now plus its TTL window
+// (expires_at - created_at) if that is later. Skipped when the visible record is not processing
+// under attempt; Unusable when the SQL statement must decide (see direct::update, and an expiry
+// the statement would raise on).
+direct::UpdateResult finish_direct(Datum scope, Datum key, int32 attempt, const RecordOutcome &o,
+                                   TimestampTz now);
 
 } // namespace idem::pg
