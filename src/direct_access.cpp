@@ -237,59 +237,6 @@ const Table &resolve(Table *t) {
 
 namespace {
 
-// The OID of pg_catalog.pg_dist_partition (InvalidOid: no Citus here), looked up again after any
-// change to pg_class: the name lookup, a catalog cache miss without Citus, was 400
-// instructions of every claim and delivery (issue 18). The invalidation that CREATE EXTENSION
-// citus sends is taken with the lock on the table, before citus_table is asked under it.
-Oid dist_oid = InvalidOid;
-bool dist_known = false;
-
-void pg_class_changed(Datum, int, uint32) {
-    dist_known = false;
-}
-
-Oid dist_partition() {
-    static bool callback_registered = false;
-    if (!callback_registered) {
-        CacheRegisterSyscacheCallback(RELNAMENSP, pg_class_changed, (Datum)0);
-        callback_registered = true;
-    }
-    if (!dist_known) {
-        dist_oid = get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE);
-        dist_known = true;
-    }
-    return dist_oid;
-}
-
-} // namespace
-
-// (direct_access.hpp) True when relid is a Citus table: listed in pg_dist_partition, the catalog
-// of distributed, reference and Citus-local tables (on a worker it lists the shell tables too).
-// Its rows live in shards, and a write to the relation itself would land in the coordinator's
-// local copy or in a worker's shell table, where no query on the distributed table sees it.
-// Read by a plain catalog scan without Citus's headers or functions; no such catalog, no Citus.
-bool citus_table(Oid relid) {
-    Oid dist = dist_partition();
-    if (!OidIsValid(dist))
-        return false;
-    AttrNumber att = get_attnum(dist, "logicalrelid");
-    if (att == InvalidAttrNumber)
-        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("pg_catalog.pg_dist_partition has no column logicalrelid"),
-                        errdetail("The extension cannot tell whether its tables are Citus "
-                                  "tables, so it does not write them directly.")));
-    Relation d = table_open(dist, AccessShareLock);
-    ScanKeyData key;
-    ScanKeyInit(&key, att, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
-    SysScanDesc scan = systable_beginscan(d, InvalidOid, false, nullptr, 1, &key);
-    bool found = HeapTupleIsValid(systable_getnext(scan));
-    systable_endscan(scan);
-    table_close(d, AccessShareLock);
-    return found;
-}
-
-namespace {
-
 // The values of the primary key's columns, from the row in shape order (plain_columns made sure
 // that every column of the table is one of the shape's).
 void key_values(const Table &t, const IndexInfo *info, const Datum *values, Datum *key) {
@@ -389,14 +336,8 @@ bool internal::usable(Table *t, Relation rel, Oid relid) {
     return true;
 }
 
-// (direct_access.hpp) The speculative insertion of nodeModifyTable.c's ExecInsert for ON
-// CONFLICT DO NOTHING: look the key up (waiting for in-progress transactions), insert the heap
-// tuple with a speculative token, insert its index entries, and confirm it, or kill it and start
-// over when a concurrent insert of the same key won the race in between. The lookup is this
-// file's own (find_key) rather than ExecCheckIndexConstraints, so that a key that exists costs
-// one index descent and no executor state, and the reader gets the version it found.
-InsertResult insert(Table *t, const char *caller, const Datum *values, const bool *nulls,
-                    ConflictReader read, void *read_arg) {
+// (direct_internal.hpp) What a direct write does first, as SPI before a statement that writes.
+Relation internal::open_for_write(Table *t, const char *caller) {
     PreventCommandIfReadOnly(caller);
     PreventCommandIfParallelMode(caller);
     PreventCommandDuringRecovery(caller);
@@ -414,8 +355,22 @@ InsertResult insert(Table *t, const char *caller, const Datum *values, const boo
     // resolved the table before Citus listed it).
     if (!usable(t, rel, relid)) {
         table_close(rel, NoLock);
-        return InsertResult::Unusable;
+        return nullptr;
     }
+    return rel;
+}
+
+// (direct_access.hpp) The speculative insertion of nodeModifyTable.c's ExecInsert for ON
+// CONFLICT DO NOTHING: look the key up (waiting for in-progress transactions), insert the heap
+// tuple with a speculative token, insert its index entries, and confirm it, or kill it and start
+// over when a concurrent insert of the same key won the race in between. The lookup is this
+// file's own (find_key) rather than ExecCheckIndexConstraints, so that a key that exists costs
+// one index descent and no executor state, and the reader gets the version it found.
+InsertResult insert(Table *t, const char *caller, const Datum *values, const bool *nulls,
+                    ConflictReader read, void *read_arg) {
+    Relation rel = open_for_write(t, caller);
+    if (rel == nullptr)
+        return InsertResult::Unusable;
     const Table &r = *t;
     Relation pk = index_open(r.indexes[0], RowExclusiveLock);
     InsertResult result = InsertResult::Exists;

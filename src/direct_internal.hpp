@@ -20,6 +20,11 @@ namespace idem::pg::direct::internal {
 // definition and is no Citus table; false: the caller takes the SQL path.
 bool usable(Table *t, Relation rel, Oid relid);
 
+// A direct write's start: read-only transaction, parallel mode and recovery refused (25006,
+// naming caller), the command counter advanced, the table opened with RowExclusiveLock and
+// checked by usable(); nullptr (the table closed again) when the caller must take the SQL path.
+Relation open_for_write(Table *t, const char *caller);
+
 // The IndexInfo of index i of t (0: the primary key), built once per resolution of the table.
 IndexInfo *index_info(Table &t, int i, Relation ix);
 

@@ -65,29 +65,18 @@ UpdateResult write_version(Table *t, Relation rel, Relation pk, ItemPointer tid,
 
 } // namespace
 
-// (direct_access.hpp) As SPI runs a statement that writes: the command counter advanced, a
-// snapshot of the transaction's (a new one per statement under READ COMMITTED) with the current
-// command id; then the visible version looked up through the primary key, change's decision,
-// and table_tuple_update. What ExecUpdate checks besides is true of a plain table (no trigger,
-// rule, row security, partition or foreign key; the shape's CHECK constraints hold by
+// (direct_access.hpp) As SPI runs a statement that writes: the command counter advanced
+// (open_for_write), a snapshot of the transaction's (a new one per statement under READ COMMITTED)
+// with the current command id; then the visible version looked up through the primary key, change's
+// decision, and table_tuple_update. What ExecUpdate checks besides is true of a plain table (no
+// trigger, rule, row security, partition or foreign key; the shape's CHECK constraints hold by
 // construction, which change guarantees) or checked here (the replica identity of a published
 // table).
 UpdateResult update(Table *t, const char *caller, const Datum *key, RowChanger change, void *arg) {
-    PreventCommandIfReadOnly(caller);
-    PreventCommandIfParallelMode(caller);
-    PreventCommandDuringRecovery(caller);
     Assert(t->shape->n_indexes == 0);
-    CommandCounterIncrement();
-    Oid relid = resolve(t).relid;
-    Relation rel = try_table_open(relid, RowExclusiveLock);
-    if (rel == nullptr) {
-        t->relid = InvalidOid;
-        table_missing(t->shape->relname);
-    }
-    if (!usable(t, rel, relid)) {
-        table_close(rel, NoLock);
+    Relation rel = open_for_write(t, caller);
+    if (rel == nullptr)
         return UpdateResult::Unusable;
-    }
     CheckCmdReplicaIdentity(rel, CMD_UPDATE);
     Relation pk = index_open(t->indexes[0], RowExclusiveLock);
     PushActiveSnapshot(GetTransactionSnapshot());
