@@ -4,7 +4,10 @@
 #   bench/instructions.sh [SCRIPT...]   default: claim_replay select_replay claim_new insert_new
 #                                       (SCRIPT_fscan: SCRIPT with idempotency.claim_scan = off;
 #                                       SCRIPT_sql: with idempotency.direct_access = off)
-#                                       env: IDEM_BENCH_PGPORT (54396), OUT
+#                                       env: IDEM_BENCH_PGPORT (54396), OUT, MODE (pgbench -M:
+#                                       prepared, or extended: unnamed statements, as drivers send)
+#   MODE=extended bench/instructions.sh http_plain http_claim http_claim_star http_exactly_once
+#                                       an HTTP request's statements (bench/pgbench/http_*.sql)
 #   bench/instructions.sh claim_tx claim_complete claim_tx_sql claim_complete_sql
 #                                       idem_complete's cost, direct and by SQL: the difference
 #                                       of each pair (the SQL pair's claim is by SQL too)
@@ -38,6 +41,13 @@ case " $SCRIPTS " in
 *) setup=setup.sql ;;
 esac
 psql -Xq -v ON_ERROR_STOP=1 -d bench -f $B/$setup
+# The http_ scripts write the examples' payments table, with the values of http.vars.
+vars=()
+case " $SCRIPTS " in
+*" http_"*)
+    psql -Xq -v ON_ERROR_STOP=1 -d bench -f examples/schema.sql >/dev/null
+    read -r -a vars <$B/http.vars ;;
+esac
 role_opt=""
 if [ "${TENANT:-0}" = 1 ]; then
     psql -Xq -v ON_ERROR_STOP=1 -d bench <<'SQL'
@@ -76,13 +86,14 @@ for s in $SCRIPTS; do
         *)
             psql -Xq -d bench -c "DELETE FROM idempotency.records WHERE key NOT LIKE 'r%'" \
                 -c "TRUNCATE bench_bare.records, bench_pl.records" -c "VACUUM idempotency.records" \
+                -c "DO \$\$ BEGIN TRUNCATE payments; EXCEPTION WHEN undefined_table THEN END \$\$" \
                 -c "CHECKPOINT" ;;
         esac
         opt=""
         script=${s%_fscan}
         [ "$script" != "$s" ] && opt="-c idempotency.claim_scan=off"
         [ "${s%_sql}" != "$s" ] && { script=${s%_sql}; opt="-c idempotency.direct_access=off"; }
-        PGOPTIONS="-c synchronous_commit=off $opt $role_opt" pgbench -n -M prepared -c 1 -t $n -f "$B/$script.sql" \
+        PGOPTIONS="-c synchronous_commit=off $opt $role_opt" pgbench -n -M "${MODE:-prepared}" -c 1 -t $n "${vars[@]}" -f "$B/$script.sql" \
             bench >"$OUT/$s.$n.out" 2>&1 &
         pgb=$!
         pid=""
