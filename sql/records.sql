@@ -442,3 +442,28 @@ RESET enable_seqscan;
 SELECT * FROM try($$SELECT idem_complete('fin-direct', 'f1', 1, 'r1', '{"n": 1}', 201, convert_to('small', 'UTF8'), '{"Location": "/p"}')$$);
 SELECT * FROM try($$SELECT idem_complete('fin-direct', 'f1', 1, 'other')$$);
 DROP EXTENSION amcheck;
+-- what the direct update leaves to the SQL statement, answered alike both ways: an expiry a day
+-- past the timestamp range (a TTL window that long, set by hand here; no int64 overflow) raises
+-- 22008 and stores nothing; a published records table without a replica identity refuses the update (55000)
+SELECT count(*) FROM (VALUES ('edge-sql'), ('edge-direct')) p(scope), LATERAL idem_claim(p.scope, 'far') c;
+UPDATE idempotency.records SET created_at = now() - interval '2 days', expires_at = '294276-12-31 00:00:00+00'
+WHERE key = 'far';
+SET idempotency.direct_access = off;
+SELECT * FROM try($$SELECT idem_complete('edge-sql', 'far', 1, 'r')$$);
+RESET idempotency.direct_access;
+SELECT * FROM try($$SELECT idem_complete('edge-direct', 'far', 1, 'r')$$);
+SELECT scope, status, expires_at = '294276-12-31 00:00:00+00' AS kept FROM idempotency.records WHERE key = 'far' ORDER BY scope;
+UPDATE idempotency.records SET created_at = now(), expires_at = now() + interval '1 hour' WHERE key = 'far';
+SET client_min_messages = error; -- not the wal_level warning, which depends on the cluster
+CREATE PUBLICATION idem_records_pub FOR TABLE idempotency.records;
+RESET client_min_messages;
+ALTER TABLE idempotency.records REPLICA IDENTITY NOTHING;
+SET idempotency.direct_access = off;
+SELECT * FROM try($$SELECT idem_complete('edge-sql', 'far', 1, 'r')$$);
+RESET idempotency.direct_access;
+SELECT * FROM try($$SELECT idem_complete('edge-direct', 'far', 1, 'r')$$);
+ALTER TABLE idempotency.records REPLICA IDENTITY DEFAULT;
+DROP PUBLICATION idem_records_pub;
+SELECT scope, status FROM idempotency.records WHERE key = 'far' ORDER BY scope;
+SELECT count(*) FILTER (WHERE idem_complete(p.scope, 'far', 1, 'r')) AS stored
+FROM (VALUES ('edge-sql'), ('edge-direct')) p(scope);
