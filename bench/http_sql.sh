@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What exactly-once costs a request's SQL, without the HTTP service around it (issue 31): pgbench
-# on a throwaway cluster of its own (port 54394, or IDEM_BENCH_PGPORT), CLIENTS clients, the
+# on a throwaway cluster of its own (port 26394, or IDEM_BENCH_PGPORT), CLIENTS clients, the
 # request's transaction three ways (bench/pgbench/http_*.sql, the values of http.vars):
 #   http_plain          BEGIN, the handler's INSERT ... RETURNING, COMMIT (no idempotency)
 #   http_bare           the exactly-once record a careful user writes by hand: the key row
@@ -29,7 +29,7 @@ OUT=${OUT:-/tmp/idem-http-sql-$$}
 mkdir -p "$OUT"
 B=bench/pgbench
 
-bench_cluster "${IDEM_BENCH_PGPORT:-54394}" "$FSYNC"
+bench_cluster "${IDEM_BENCH_PGPORT:-26394}" "$FSYNC"
 createdb bench
 psql -Xq -v ON_ERROR_STOP=1 -d bench -f $B/setup.sql
 psql -Xq -v ON_ERROR_STOP=1 -d bench -f examples/schema.sql >/dev/null 2>&1
