@@ -535,6 +535,28 @@ FROM outbox_regress_user;
 DROP ROLE outbox_regress_user;
 SELECT n, status, attempt, last_error FROM ob WHERE topic = 't_role';
 
+-- a lease changes no column an index reads (they read the life stage from expires_at: NULL
+-- while pending or leased, infinity once dead): each leased event's new row version is HOT, no
+-- index entry; the done that follows is not (expires_at set). Dead: expires_at infinity.
+BEGIN;
+SELECT count(idem_outbox_emit('t_hot', jsonb_build_object('n', i), 'k' || (i % 3)))
+       + count(idem_outbox_emit('t_hot', jsonb_build_object('n', -i)))
+FROM generate_series(1, 6) i;
+SELECT pg_stat_get_xact_tuples_hot_updated('idempotency.outbox'::regclass) AS hot_before,
+       pg_stat_get_xact_tuples_updated('idempotency.outbox'::regclass) AS updated_before \gset
+SELECT count(*) AS leased FROM idem_outbox_next('t_hot', 100);
+SELECT pg_stat_get_xact_tuples_updated('idempotency.outbox'::regclass) - :updated_before AS updated,
+       pg_stat_get_xact_tuples_hot_updated('idempotency.outbox'::regclass) - :hot_before AS hot;
+SELECT count(*) AS done FROM idem_outbox_done_batch(
+    ARRAY(SELECT event_id FROM idempotency.outbox WHERE topic = 't_hot' AND status = 'leased'),
+    ARRAY(SELECT attempt FROM idempotency.outbox WHERE topic = 't_hot' AND status = 'leased'));
+SELECT pg_stat_get_xact_tuples_updated('idempotency.outbox'::regclass) - :updated_before AS updated,
+       pg_stat_get_xact_tuples_hot_updated('idempotency.outbox'::regclass) - :hot_before AS hot;
+COMMIT;
+SELECT status, expires_at = 'infinity' AS expires_never, count(*) FROM idempotency.outbox
+WHERE topic LIKE 't\_%' AND topic <> 't_purge' AND status IN ('dead', 'pending', 'leased')
+GROUP BY 1, 2 ORDER BY 1, 2; -- t_purge's were given a past expires_at by hand above
+
 -- the counters this file moved (src/operations.hpp): emitted, deduplicated, done, retried
 -- (retryable failures), dead (terminal failures, budgets used, and the expired last lease)
 SELECT c.counter, c.value - b.value AS moved

@@ -7,5 +7,5 @@ CREATE EXTENSION idempotency;
 -- fillfactor), seq from a sequence of its own as a column DEFAULT, no lock.
 CREATE SCHEMA bench_bare;
 CREATE SEQUENCE bench_bare.outbox_seq;
-CREATE TABLE bench_bare.outbox (LIKE idempotency.outbox INCLUDING ALL) WITH (fillfactor = 85);
+CREATE TABLE bench_bare.outbox (LIKE idempotency.outbox INCLUDING ALL) WITH (fillfactor = 50);
 ALTER TABLE bench_bare.outbox ALTER COLUMN seq SET DEFAULT nextval('bench_bare.outbox_seq');

@@ -1,7 +1,8 @@
 -- idempotency 1.0.0 -> 1.1.0 (committed; the Makefile installs it as it is). 1.1.0 adds objects
--- and changes none of 1.0.0's: a 1.0.0 database updated with it has the catalog of a fresh 1.1.0
--- installation (src/sql/idempotency.sql): test/run-all upgrade. Each section below is the same
--- statements as the install script's for the objects it adds (CHANGELOG.md "1.1.0").
+-- and changes of 1.0.0's only the outbox's storage (its two partial indexes and fillfactor, the
+-- last section): a 1.0.0 database updated with it has the catalog of a fresh 1.1.0 installation
+-- (src/sql/idempotency.sql): test/run-all upgrade. Each section below is the same statements as
+-- the install script's for the objects it adds or changes (CHANGELOG.md "1.1.0").
 \echo Use "ALTER EXTENSION idempotency UPDATE TO '1.1.0'" to load this file. \quit
 
 -- The client packages' SQL (issue 31) -------------------------------------------------------------
@@ -70,3 +71,23 @@ AS 'MODULE_PATHNAME', 'idem_inbox_done_batch' LANGUAGE C VOLATILE PARALLEL UNSAF
 COMMENT ON FUNCTION idem_inbox_done_batch(text, text[], integer[]) IS
     'Marks done, in one statement, each event of event_ids leased under the attempt at the same position of attempts; returns (event_id, outcome) for each: done, or stale as idem_inbox_done (the entity guard, in the arrays'' order). An event it cannot finish (fenced, finished, unknown) is left out, never raised.';
 REVOKE EXECUTE ON FUNCTION idem_inbox_done_batch(text, text[], integer[]) FROM PUBLIC;
+
+-- The outbox's lease without index entries (issue 32, docs/outbox.md "Storage") ------------------
+-- The partial indexes read the life stage from expires_at alone (NULL while pending or leased,
+-- infinity once dead), so that a lease changes no indexed column; the fillfactor leaves room on
+-- each page for the leased versions of its events. The indexes are rebuilt (the update holds the
+-- outbox's lock meanwhile: seconds per million events); the fillfactor applies to pages written
+-- from now on.
+UPDATE idempotency.outbox SET expires_at = 'infinity' WHERE status = 'dead';
+DROP INDEX idempotency.outbox_queue, idempotency.outbox_key;
+CREATE INDEX outbox_queue ON idempotency.outbox (topic, seq)
+    WHERE expires_at IS NULL;
+CREATE INDEX outbox_key ON idempotency.outbox (topic, key, seq)
+    WHERE key IS NOT NULL AND (expires_at IS NULL OR expires_at = 'infinity'::timestamptz);
+COMMENT ON INDEX idempotency.outbox_queue IS
+    'The queue of idem_outbox_next: pending and leased events per topic in emit order.';
+COMMENT ON INDEX idempotency.outbox_key IS
+    'The per-key order check of idem_outbox_next: the events of a key not yet done, in emit order.';
+ALTER TABLE idempotency.outbox SET (fillfactor = 50);
+COMMENT ON TABLE idempotency.outbox IS
+    'One row per emitted event: pending (queued, handed out from available_at) | leased (taken by a relay until lease_expires_at) | done (kept until expires_at for dedup_key) | dead (kept with last_error until requeued or deleted; expires_at infinity).';

@@ -485,18 +485,22 @@ CREATE TABLE idempotency.outbox (
     updated_at       timestamptz NOT NULL,
     expires_at       timestamptz,
     PRIMARY KEY (event_id, topic)
-) WITH (fillfactor = 85);
+) WITH (fillfactor = 50);
+-- The indexes read the life stage from expires_at alone: NULL while pending or leased, the end of
+-- the retention once done, infinity once dead. A lease (pending <-> leased) then changes no
+-- indexed column and its row version stays on its page (HOT: no index entry), for which the
+-- fillfactor leaves room for a whole batch (docs/outbox.md "Storage").
 -- The relay's queue: events not yet done or dead, per topic in emit order.
 CREATE INDEX outbox_queue ON idempotency.outbox (topic, seq)
-    WHERE status IN ('pending', 'leased');
+    WHERE expires_at IS NULL;
 -- The order check: the unfinished (and dead) events of a key, in emit order.
 CREATE INDEX outbox_key ON idempotency.outbox (topic, key, seq)
-    WHERE key IS NOT NULL AND status <> 'done';
+    WHERE key IS NOT NULL AND (expires_at IS NULL OR expires_at = 'infinity'::timestamptz);
 CREATE UNIQUE INDEX outbox_dedup ON idempotency.outbox (topic, dedup_key)
     WHERE dedup_key IS NOT NULL;
 REVOKE ALL ON idempotency.outbox FROM PUBLIC;
 COMMENT ON TABLE idempotency.outbox IS
-    'One row per emitted event: pending (queued, handed out from available_at) | leased (taken by a relay until lease_expires_at) | done (kept until expires_at for dedup_key) | dead (kept with last_error until requeued or deleted).';
+    'One row per emitted event: pending (queued, handed out from available_at) | leased (taken by a relay until lease_expires_at) | done (kept until expires_at for dedup_key) | dead (kept with last_error until requeued or deleted; expires_at infinity).';
 COMMENT ON INDEX idempotency.outbox_queue IS
     'The queue of idem_outbox_next: pending and leased events per topic in emit order.';
 COMMENT ON INDEX idempotency.outbox_key IS
