@@ -78,16 +78,41 @@ REVOKE EXECUTE ON FUNCTION idem_inbox_done_batch(text, text[], integer[]) FROM P
 -- each page for the leased versions of its events. The indexes are rebuilt (the update holds the
 -- outbox's lock meanwhile: seconds per million events); the fillfactor applies to pages written
 -- from now on.
-UPDATE idempotency.outbox SET expires_at = 'infinity' WHERE status = 'dead';
-DROP INDEX idempotency.outbox_queue, idempotency.outbox_key;
-CREATE INDEX outbox_queue ON idempotency.outbox (topic, seq)
-    WHERE expires_at IS NULL;
-CREATE INDEX outbox_key ON idempotency.outbox (topic, key, seq)
-    WHERE key IS NOT NULL AND (expires_at IS NULL OR expires_at = 'infinity'::timestamptz);
+-- Dead events get expires_at infinity, except in a Citus table: there a distributed UPDATE inside
+-- the extension's script fails (XX000, 42601); a dead event's NULL serves the module as well (its
+-- statements read the status too), and idem_outbox_requeue or a new failure rewrites it.
+DO $$
+DECLARE
+    distributed boolean := false;
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition '
+                'WHERE logicalrelid OPERATOR(pg_catalog.=) ''idempotency.outbox''::pg_catalog.regclass)'
+            INTO distributed;
+    END IF;
+    IF NOT distributed THEN
+        UPDATE idempotency.outbox SET expires_at = 'infinity' WHERE status OPERATOR(pg_catalog.=) 'dead';
+    END IF;
+END
+$$;
+-- The two indexes are rebuilt, each statement by EXECUTE
+-- so that its query text is its own: in an extension's script the text of every statement is the
+-- whole script, which Citus sends to the other nodes when it propagates a change of a distributed
+-- outbox (42601); one index a statement (Citus refuses to drop several distributed objects in
+-- one, 0A000).
+DO $$
+BEGIN
+    EXECUTE 'DROP INDEX idempotency.outbox_queue';
+    EXECUTE 'DROP INDEX idempotency.outbox_key';
+    EXECUTE 'CREATE INDEX outbox_queue ON idempotency.outbox (topic, seq) WHERE expires_at IS NULL';
+    EXECUTE 'CREATE INDEX outbox_key ON idempotency.outbox (topic, key, seq) '
+            'WHERE key IS NOT NULL AND (expires_at IS NULL OR expires_at = ''infinity''::timestamptz)';
+    EXECUTE 'ALTER TABLE idempotency.outbox SET (fillfactor = 50)';
+END
+$$;
 COMMENT ON INDEX idempotency.outbox_queue IS
     'The queue of idem_outbox_next: pending and leased events per topic in emit order.';
 COMMENT ON INDEX idempotency.outbox_key IS
     'The per-key order check of idem_outbox_next: the events of a key not yet done, in emit order.';
-ALTER TABLE idempotency.outbox SET (fillfactor = 50);
 COMMENT ON TABLE idempotency.outbox IS
     'One row per emitted event: pending (queued, handed out from available_at) | leased (taken by a relay until lease_expires_at) | done (kept until expires_at for dedup_key) | dead (kept with last_error until requeued or deleted; expires_at infinity).';
