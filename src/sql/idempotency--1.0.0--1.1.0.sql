@@ -106,7 +106,7 @@ BEGIN
     EXECUTE 'DROP INDEX idempotency.outbox_key';
     EXECUTE 'CREATE INDEX outbox_queue ON idempotency.outbox (topic, seq) WHERE expires_at IS NULL';
     EXECUTE 'CREATE INDEX outbox_key ON idempotency.outbox (topic, key, seq) '
-            'WHERE key IS NOT NULL AND (expires_at IS NULL OR expires_at = ''infinity''::timestamptz)';
+            'WHERE key IS NOT NULL AND (expires_at IS NULL OR expires_at = ''infinity''::pg_catalog.timestamptz)';
     EXECUTE 'ALTER TABLE idempotency.outbox SET (fillfactor = 50)';
 END
 $$;

@@ -495,7 +495,7 @@ CREATE INDEX outbox_queue ON idempotency.outbox (topic, seq)
     WHERE expires_at IS NULL;
 -- The order check: the unfinished (and dead) events of a key, in emit order.
 CREATE INDEX outbox_key ON idempotency.outbox (topic, key, seq)
-    WHERE key IS NOT NULL AND (expires_at IS NULL OR expires_at = 'infinity'::timestamptz);
+    WHERE key IS NOT NULL AND (expires_at IS NULL OR expires_at = 'infinity'::pg_catalog.timestamptz);
 CREATE UNIQUE INDEX outbox_dedup ON idempotency.outbox (topic, dedup_key)
     WHERE dedup_key IS NOT NULL;
 REVOKE ALL ON idempotency.outbox FROM PUBLIC;
