@@ -3,7 +3,8 @@
 // leased-queue rules shared with the inbox are src/leased_queue.cpp.
 //
 // idem_outbox_next hands an event out only when no earlier event of its key is unfinished, and
-// never skips one: it reads the queue by status, not from a high-water mark, so an event that
+// never skips one: it reads the queue of unfinished events from its start on every call, not
+// from a high-water mark, so an event that
 // committed late is still there (the key lock of src/outbox.cpp numbers a key's events in
 // commit order).
 #include "direct_access.hpp"
@@ -34,9 +35,9 @@ using idem::pg::inbox::checked_varlena;
 // is NULL while an event is pending or leased, its retention when done, infinity when dead. A
 // lease (pending <-> leased) changes no indexed column, so its new row version is a HOT one.
 #define DEAD_EXPIRES "'infinity'::pg_catalog.timestamptz"
-// An event not done: pending, leased or dead (the predicate of the index outbox_key).
-#define UNFINISHED(a)                                                                              \
-    "AND (" a ".expires_at IS NULL OR " a ".expires_at OPERATOR(pg_catalog.=) " DEAD_EXPIRES ") "
+// The earlier event p not done: pending, leased or dead (the predicate of the index outbox_key).
+#define P_UNFINISHED                                                                               \
+    "AND (p.expires_at IS NULL OR p.expires_at OPERATOR(pg_catalog.=) " DEAD_EXPIRES ") "
 // An expired lease that used up the attempt budget ($5 > 0) makes the event dead instead.
 #define LEASE_USED_UP                                                                              \
     "(o.status OPERATOR(pg_catalog.=) 'leased' AND $5 OPERATOR(pg_catalog.>) 0 AND o.attempt "     \
@@ -55,9 +56,9 @@ using idem::pg::inbox::checked_varlena;
 #define OUTBOX_KEY_FREE                                                                            \
     "AND (s.key IS NULL OR NOT EXISTS (SELECT FROM idempotency.outbox p "                          \
     "WHERE p.topic OPERATOR(pg_catalog.=) $1 AND p.key OPERATOR(pg_catalog.=) s.key "              \
-    "AND p.seq OPERATOR(pg_catalog.<) s.seq " UNFINISHED(                                          \
-        "p") "AND p.status OPERATOR(pg_catalog.<>) 'done' "                                        \
-             "AND ($6 OR p.status OPERATOR(pg_catalog.<>) 'dead'))) "
+    "AND p.seq OPERATOR(pg_catalog.<) s.seq " P_UNFINISHED                                         \
+    "AND p.status OPERATOR(pg_catalog.<>) 'done' "                                                 \
+    "AND ($6 OR p.status OPERATOR(pg_catalog.<>) 'dead'))) "
 // The batch is taken in rounds of two statements, each on a snapshot of its own, so that no
 // statement walks the queue for long: the candidates, the due events of free keys after seq $7
 // in emit order (at most $8), read without locks; then those of them still due, locked (others'
@@ -224,11 +225,8 @@ bool exec_done(Datum id, int32 attempt, bool has_topic, Datum topic, TimestampTz
 ArrayType *candidate_tids(uint64 n, int64 *last) {
     Datum *tids = static_cast<Datum *>(palloc(sizeof(Datum) * n));
     bool isnull;
-    for (uint64 r = 0; r < n; r++) {
-        auto *t = static_cast<ItemPointer>(palloc(sizeof(ItemPointerData)));
-        ItemPointerCopy(reinterpret_cast<ItemPointer>(DatumGetPointer(col(r, 1, &isnull))), t);
-        tids[r] = PointerGetDatum(t);
-    }
+    for (uint64 r = 0; r < n; r++)
+        tids[r] = col(r, 1, &isnull); // construct_array copies them before the next statement
     *last = DatumGetInt64(col(n - 1, 2, &isnull));
     return construct_array(tids, static_cast<int>(n), TIDOID, sizeof(ItemPointerData), false,
                            TYPALIGN_SHORT);
