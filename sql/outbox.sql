@@ -563,6 +563,27 @@ SELECT c.counter, c.value - b.value AS moved
 FROM idem_counters() c JOIN counters_before b USING (counter)
 WHERE c.counter LIKE 'outbox\_%' ORDER BY c.counter;
 
+-- a call examines a bounded stretch of the queue (src/outbox_next.cpp, lease_in_rounds): of
+-- 3,000 events over 3 keys, a batch of 10 takes the keys' first events after 81 per-key probes
+-- (rounds of 42 and 39 candidates), not one probe per event of the queue
+SELECT count(idem_outbox_emit('t_walk', jsonb_build_object('n', 'w' || i), 'k' || (i % 3)))
+    AS emitted FROM generate_series(1, 3000) i;
+BEGIN;
+SELECT pg_stat_get_xact_numscans('idempotency.outbox_key'::regclass) AS probes_before \gset
+SELECT take('t_walk', 10);
+SELECT pg_stat_get_xact_numscans('idempotency.outbox_key'::regclass) - :probes_before AS probes;
+COMMIT;
+-- events queued behind a long run of one key's waiting events are reached in a few calls: 2,500
+-- events of key hot, then one of each of 5 other keys. The first call takes h1 and stops (no
+-- other event free in its next round); the second finds none in two stretches of 1,024 events
+-- and keeps where it stopped; the third walks the first stretch, goes on from there and takes
+-- the five
+SELECT count(idem_outbox_emit('t_burst', jsonb_build_object('n', 'h' || i), 'hot')) AS emitted
+FROM generate_series(1, 2500) i;
+SELECT count(idem_outbox_emit('t_burst', jsonb_build_object('n', 'o' || i), 'other' || i))
+    AS emitted FROM generate_series(1, 5) i;
+SELECT take('t_burst', 10) AS first, take('t_burst', 10) AS second, take('t_burst', 10) AS third;
+
 -- every object of the outbox is documented
 SELECT p.oid::regprocedure AS undocumented FROM pg_proc p
 WHERE p.proname LIKE 'idem\_outbox%' AND obj_description(p.oid, 'pg_proc') IS NULL;

@@ -1,5 +1,5 @@
-// What the outbox's two files share (src/outbox.cpp: emitting; src/outbox_queue.cpp: the
-// relay's side).
+// What the outbox's files share (src/outbox.cpp: emitting; src/outbox_next.cpp: the relay's
+// pick; src/outbox_queue.cpp and src/outbox_batch.cpp: finishing).
 #pragma once
 
 #include "leased_queue.hpp"
@@ -9,6 +9,11 @@ namespace idem::pg::outbox {
 // Limits on caller-supplied values (bytes); topic + dedup_key must fit a btree index entry.
 constexpr size_t MAX_TOPIC = 255;
 constexpr size_t MAX_KEY = 1024;
+
+// The table's life stage, which its partial indexes read (src/sql/idempotency.sql): expires_at
+// is NULL while an event is pending or leased, its retention when done, infinity when dead. A
+// lease (pending <-> leased) changes no indexed column, so its new row version is a HOT one.
+#define OUTBOX_DEAD_EXPIRES "'infinity'::pg_catalog.timestamptz"
 
 // How the outbox names things in the leased queues' messages.
 extern const queue::Names NAMES;

@@ -1,12 +1,7 @@
-// Outbox, the relay's side: idem_outbox_next (lease a batch, per key in emit order),
-// idem_outbox_done, idem_outbox_fail and idem_outbox_requeue. Emitting is src/outbox.cpp; the
-// leased-queue rules shared with the inbox are src/leased_queue.cpp.
-//
-// idem_outbox_next hands an event out only when no earlier event of its key is unfinished, and
-// never skips one: it reads the queue of unfinished events from its start on every call, not
-// from a high-water mark, so an event that
-// committed late is still there (the key lock of src/outbox.cpp numbers a key's events in
-// commit order).
+// Outbox, the relay's side after the pick (src/outbox_next.cpp): idem_outbox_done,
+// idem_outbox_fail and idem_outbox_requeue, and their single-event forms the batch forms use
+// (src/outbox_batch.cpp). Emitting is src/outbox.cpp; the leased-queue rules shared with the
+// inbox are src/leased_queue.cpp.
 #include "direct_access.hpp"
 #include "arguments.hpp"
 #include "limits.hpp"
@@ -20,7 +15,6 @@
 extern "C" {
 #include "funcapi.h"
 #include "utils/timestamp.h"
-#include "utils/array.h"
 #include "utils/tuplestore.h"
 #include "catalog/pg_type_d.h"
 }
@@ -30,76 +24,6 @@ namespace {
 using namespace idem::pg;
 using namespace idem::pg::outbox;
 using idem::pg::inbox::checked_varlena;
-
-// The table's life stage, which its partial indexes read (src/sql/idempotency.sql): expires_at
-// is NULL while an event is pending or leased, its retention when done, infinity when dead. A
-// lease (pending <-> leased) changes no indexed column, so its new row version is a HOT one.
-#define DEAD_EXPIRES "'infinity'::pg_catalog.timestamptz"
-// The earlier event p not done: pending, leased or dead (the predicate of the index outbox_key).
-#define P_UNFINISHED                                                                               \
-    "AND (p.expires_at IS NULL OR p.expires_at OPERATOR(pg_catalog.=) " DEAD_EXPIRES ") "
-// An expired lease that used up the attempt budget ($5 > 0) makes the event dead instead.
-#define LEASE_USED_UP                                                                              \
-    "(o.status OPERATOR(pg_catalog.=) 'leased' AND $5 OPERATOR(pg_catalog.>) 0 AND o.attempt "     \
-    "OPERATOR(pg_catalog.-) o.attempt_base OPERATOR(pg_catalog.>=) $5)"
-// An event due: pending from available_at, or leased with its lease expired; not done or dead
-// (expires_at NULL: the queue index's predicate). Checked when the candidates are read and again
-// when they are locked.
-#define OUTBOX_DUE                                                                                 \
-    "s.topic OPERATOR(pg_catalog.=) $1 AND s.expires_at IS NULL "                                  \
-    "AND s.status OPERATOR(pg_catalog.=) ANY ('{pending,leased}'::pg_catalog.text[]) "             \
-    "AND ((s.status OPERATOR(pg_catalog.=) 'pending' AND s.available_at OPERATOR(pg_catalog.<=) "  \
-    "$2) "                                                                                         \
-    "OR (s.status OPERATOR(pg_catalog.=) 'leased' AND s.lease_expires_at OPERATOR(pg_catalog.<=) " \
-    "$2)) "
-// ... of a key with no earlier unfinished event ($6: a dead one counts as unfinished).
-#define OUTBOX_KEY_FREE                                                                            \
-    "AND (s.key IS NULL OR NOT EXISTS (SELECT FROM idempotency.outbox p "                          \
-    "WHERE p.topic OPERATOR(pg_catalog.=) $1 AND p.key OPERATOR(pg_catalog.=) s.key "              \
-    "AND p.seq OPERATOR(pg_catalog.<) s.seq " P_UNFINISHED                                         \
-    "AND p.status OPERATOR(pg_catalog.<>) 'done' "                                                 \
-    "AND ($6 OR p.status OPERATOR(pg_catalog.<>) 'dead'))) "
-// The batch is taken in rounds of two statements, each on a snapshot of its own, so that no
-// statement walks the queue for long: the candidates, the due events of free keys after seq $7
-// in emit order (at most $8), read without locks; then those of them still due, locked (others'
-// locks are skipped) and leased by row address. One statement that both walked and locked, on
-// the snapshot of its start, saw every event the other relays took since as pending and
-// re-checked each on its newest version: under four relays on two cores it fell behind them for
-// seconds and held back every backend's xmin (bench/RESULTS.md, the HOT lease).
-#define OUTBOX_TAKE_SET                                                                            \
-    "UPDATE idempotency.outbox AS o SET "                                                          \
-    "status = CASE WHEN " LEASE_USED_UP " THEN 'dead' ELSE 'leased' END, "                         \
-    "attempt = CASE WHEN " LEASE_USED_UP                                                           \
-    " THEN o.attempt ELSE o.attempt OPERATOR(pg_catalog.+) 1 END, "                                \
-    "lease_expires_at = CASE WHEN " LEASE_USED_UP " THEN NULL ELSE $4 END, "                       \
-    "last_error = CASE WHEN " LEASE_USED_UP                                                        \
-    " THEN 'the lease of the last attempt expired: no attempt left' ELSE o.last_error END, "       \
-    "expires_at = CASE WHEN " LEASE_USED_UP " THEN " DEAD_EXPIRES " ELSE o.expires_at END, "       \
-    "updated_at = $2 "
-#define OUTBOX_RETURNING                                                                           \
-    " RETURNING o.event_id, o.key, o.payload, o.headers, o.attempt, o.emitted_at, "                \
-    "o.lease_expires_at, o.payload_bytes, o.dedup_key, o.status, o.seq) "                          \
-    "SELECT * FROM taken ORDER BY seq"
-const char *const SQL_CANDIDATES =
-    "SELECT s.ctid, s.seq FROM idempotency.outbox s WHERE " OUTBOX_DUE OUTBOX_KEY_FREE
-    "AND s.seq OPERATOR(pg_catalog.>) $7 ORDER BY s.seq LIMIT $8";
-const Oid CANDIDATES_TYPES[] = {TEXTOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID,
-                                INT4OID, BOOLOID,        INT8OID, INT8OID};
-const char *const SQL_NEXT =
-    "WITH taken AS (" OUTBOX_TAKE_SET "WHERE o.topic OPERATOR(pg_catalog.=) $1 AND o.ctid "
-    "OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT s.ctid FROM idempotency.outbox s "
-    "WHERE s.ctid OPERATOR(pg_catalog.=) ANY ($7) AND " OUTBOX_DUE
-    "ORDER BY s.seq LIMIT $3 FOR UPDATE SKIP LOCKED))" OUTBOX_RETURNING;
-const Oid NEXT_TYPES[] = {TEXTOID, TIMESTAMPTZOID, INT8OID,    TIMESTAMPTZOID,
-                          INT4OID, BOOLOID,        TIDARRAYOID};
-// On Citus (no row addresses, 0A000): the batch joined back by key, planned per call.
-const char *const SQL_NEXT_CITUS =
-    "WITH picked AS (SELECT s.event_id FROM idempotency.outbox s WHERE " OUTBOX_DUE OUTBOX_KEY_FREE
-    "ORDER BY s.seq LIMIT $3 FOR UPDATE SKIP LOCKED), "
-    "taken AS (" OUTBOX_TAKE_SET "FROM picked WHERE o.topic OPERATOR(pg_catalog.=) $1 "
-    "AND o.event_id OPERATOR(pg_catalog.=) picked.event_id" OUTBOX_RETURNING;
-const Oid CITUS_NEXT_TYPES[] = {TEXTOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT4OID, BOOLOID};
-constexpr int NEXT_NCOLS = 9; // the result columns; RETURNING adds status and seq
 
 // By event id, and by topic too when the caller names it (on Citus that routes to one shard).
 #define WHERE_ID " WHERE o.event_id OPERATOR(pg_catalog.=) $1"
@@ -120,7 +44,7 @@ const Oid GET_TYPES[] = {UUIDOID, TEXTOID};
 #define OUTBOX_FAIL                                                                                \
     "UPDATE idempotency.outbox AS o SET status = CASE WHEN $3 THEN 'pending' ELSE 'dead' END, "    \
     "available_at = CASE WHEN $3 THEN $4 ELSE o.available_at END, lease_expires_at = NULL, "       \
-    "expires_at = CASE WHEN $3 THEN o.expires_at ELSE " DEAD_EXPIRES " END, "                      \
+    "expires_at = CASE WHEN $3 THEN o.expires_at ELSE " OUTBOX_DEAD_EXPIRES " END, "               \
     "last_error = $5, updated_at = $6" WHERE_ID " AND o.attempt OPERATOR(pg_catalog.=) $2"
 const char *const SQL_FAIL[2] = {OUTBOX_FAIL, OUTBOX_FAIL AND_TOPIC(7)};
 const Oid FAIL_TYPES[] = {UUIDOID, INT4OID,        BOOLOID, TIMESTAMPTZOID,
@@ -140,7 +64,7 @@ const char *const SQL_TOPIC = "SELECT o.topic FROM idempotency.outbox o WHERE o.
                               "OPERATOR(pg_catalog.=) $1 LIMIT 1";
 const Oid TOPIC_TYPES[] = {UUIDOID};
 
-SPIPlanPtr plan_candidates, plan_next, plan_next_citus, plan_topic;
+SPIPlanPtr plan_topic;
 SPIPlanPtr plan_done[2], plan_get[2], plan_fail[2], plan_requeue[2];
 
 // The optional topic argument argno (checked), or null.
@@ -220,45 +144,6 @@ bool exec_done(Datum id, int32 attempt, bool has_topic, Datum topic, TimestampTz
            1;
 }
 
-// The row addresses of the candidates in the SPI result (column 1), as a tid[]; *last: the seq
-// of the last one (column 2).
-ArrayType *candidate_tids(uint64 n, int64 *last) {
-    Datum *tids = static_cast<Datum *>(palloc(sizeof(Datum) * n));
-    bool isnull;
-    for (uint64 r = 0; r < n; r++)
-        tids[r] = col(r, 1, &isnull); // construct_array copies them before the next statement
-    *last = DatumGetInt64(col(n - 1, 2, &isnull));
-    return construct_array(tids, static_cast<int>(n), TIDOID, sizeof(ItemPointerData), false,
-                           TYPALIGN_SHORT);
-}
-
-// Leases up to batch events into the result in rounds (SQL_CANDIDATES above): each round reads a
-// few more candidates than are still wanted, after the last round's, and leases those still due;
-// it ends when the batch is full or the queue has no candidate left. A round never starts from a
-// row address older than its own candidates, and the next call starts from the queue's start: an
-// event that committed late is never skipped. v: the first six parameters of SQL_NEXT.
-void lease_in_rounds(Datum *v, int64 batch, ReturnSetInfo *rsinfo) {
-    constexpr int64 extra = 32; // candidates beyond the events wanted (taken by other relays)
-    int64 last = PG_INT64_MIN;
-    for (;;) {
-        int64 left = batch - static_cast<int64>(tuplestore_tuple_count(rsinfo->setResult));
-        if (left <= 0)
-            return;
-        Datum c[8] = {
-            v[0], v[1], v[2], v[3], v[4], v[5], Int64GetDatum(last), Int64GetDatum(left + extra)};
-        uint64 n = exec(saved_plan(&plan_candidates, SQL_CANDIDATES, 8, CANDIDATES_TYPES), c,
-                        nullptr, false, 0);
-        if (n == 0)
-            return;
-        Datum t[7] = {
-            v[0], v[1], v[2], v[3], v[4], v[5], PointerGetDatum(candidate_tids(n, &last))};
-        queue::lease_batch(saved_plan(&plan_next, SQL_NEXT, 7, NEXT_TYPES), t, 2, left, NEXT_NCOLS,
-                           'l', idem::operations::OutboxDead, rsinfo);
-        if (n < static_cast<uint64>(left + extra))
-            return; // the queue had no more candidates
-    }
-}
-
 } // namespace
 
 // (src/outbox.hpp)
@@ -307,38 +192,6 @@ const char *idem::pg::outbox::fail_one(const Failure &f, Datum id, int32 attempt
     idem::operations::count(retry.retry ? idem::operations::OutboxRetried
                                         : idem::operations::OutboxDead);
     return retry.retry ? "pending" : "dead";
-}
-
-// idem_outbox_next(topic, batch_size, lease): leases a batch of due events of a topic.
-IDEM_PG_FUNCTION(idem_outbox_next) {
-    require_arg(fcinfo, 0, "topic");
-    Datum topic = checked_varlena(PG_GETARG_DATUM(0), "topic", MAX_TOPIC, false);
-    idem::pg::tenants::check(idem::pg::tenants::TOPIC, topic);
-    int32 batch = queue::batch_arg(fcinfo, 1, 100);
-    int64 lease_us = inbox::positive_interval_arg(fcinfo, 2, idem::settings::outbox_lease_s,
-                                                  "lease", "idempotency.outbox_lease");
-    int32 max_attempts = queue::max_attempts_arg(fcinfo, -1);
-    bool dead_blocks = idem::settings::outbox_dead_blocks_key();
-    TimestampTz now = GetCurrentTimestamp();
-    TimestampTz lease_expires = inbox::add_usec(now, lease_us);
-    InitMaterializedSRF(fcinfo, 0);
-    ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
-
-    SavedUser su;
-    enter(&su);
-    Datum v[6] = {topic,
-                  TimestampTzGetDatum(now),
-                  Int64GetDatum(batch),
-                  TimestampTzGetDatum(lease_expires),
-                  Int32GetDatum(max_attempts),
-                  BoolGetDatum(dead_blocks)};
-    if (citus_outbox())
-        queue::lease_batch(saved_plan(&plan_next_citus, SQL_NEXT_CITUS, 6, CITUS_NEXT_TYPES, 0), v,
-                           2, batch, NEXT_NCOLS, 'l', idem::operations::OutboxDead, rsinfo);
-    else
-        lease_in_rounds(v, batch, rsinfo);
-    leave(&su);
-    return (Datum)0;
 }
 
 // idem_outbox_done(event_id, attempt, topic) -> 'done'
