@@ -149,10 +149,10 @@ int free_candidates(uint64 n, Datum *tids, int64 *last) {
 
 // Leases up to batch events into the result in rounds (SQL_CANDIDATES above), each after the
 // last round's candidates. A call ends when the batch is full, at the queue's end, after a round
-// with no free candidate once it has events, or once it has examined the stretch limit (the
-// larger of 1,024 and twice the batch) of due events. A call that ends on the limit leaves where
-// it stopped for this backend's next call on the topic, which walks the stretch from the start and
-// then another from there: events queued behind a long run of waiting ones (a key's backlog) are
+// with no free candidate once it has events, or after two stretches of examined due events (the
+// larger of 1,024 and twice the batch): the first from the queue's start, the second from where
+// this backend's last call that walked two stopped (when that is further on), where it leaves
+// its own stop in turn. Events queued behind a long run of waiting ones (a key's backlog) are so
 // reached in a few calls, and no call walks the whole queue. v: the first six parameters of
 // SQL_NEXT.
 void lease_in_rounds(Datum *v, int64 batch, ReturnSetInfo *rsinfo) {
