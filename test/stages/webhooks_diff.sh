@@ -23,7 +23,7 @@ if [ "$(cat "$CACHE/.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -d "$CACHE/node_m
     if ! { rm -rf "$CACHE" && mkdir -p "$CACHE" &&
         cp test/webhooks/package.json test/webhooks/package-lock.json "$CACHE/" &&
         (cd "$CACHE" && npm ci --no-audit --no-fund --loglevel=error >/dev/null); }; then
-        echo "webhooks_diff: npm ci failed" >&2
+        echo "webhooks_diff: npm ci failed (on SELF_SIGNED_CERT_IN_CHAIN, trust the intercepting proxy's CA: DEVELOPERS.md, \"The two commands\")" >&2
         exit 1
     fi
     echo "$stamp" >"$CACHE/.stamp"
