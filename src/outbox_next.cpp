@@ -109,7 +109,8 @@ const char *const SQL_NEXT =
     "ORDER BY s.seq LIMIT $3 FOR UPDATE SKIP LOCKED))" OUTBOX_RETURNING;
 const Oid NEXT_TYPES[] = {TEXTOID, TIMESTAMPTZOID, INT8OID,    TIMESTAMPTZOID,
                           INT4OID, BOOLOID,        TIDARRAYOID};
-// On Citus (no row addresses, 0A000): one statement, the batch joined back by key.
+// On Citus (no row addresses, 0A000): one statement, the batch joined back by key, planned per
+// call.
 const char *const SQL_NEXT_CITUS =
     "WITH picked AS (SELECT s.event_id FROM idempotency.outbox s WHERE " OUTBOX_DUE
     "AND " OUTBOX_KEY_FREE "ORDER BY s.seq LIMIT $3 FOR UPDATE SKIP LOCKED), "
@@ -160,7 +161,7 @@ void lease_in_rounds(Datum *v, int64 batch, ReturnSetInfo *rsinfo) {
     const int64 stretch = std::max<int64>(1024, 2 * batch);
     const uint32 topic = topic_hash(v[0]);
     int64 last = PG_INT64_MIN, examined = 0;
-    bool resumed = false;
+    bool resumed = false, end = false;
     for (;;) {
         int64 left = batch - static_cast<int64>(tuplestore_tuple_count(rsinfo->setResult));
         if (left <= 0)
@@ -169,8 +170,11 @@ void lease_in_rounds(Datum *v, int64 batch, ReturnSetInfo *rsinfo) {
         Datum c[8] = {v[0], v[1], v[2], v[3], v[4], v[5], Int64GetDatum(last), Int64GetDatum(want)};
         uint64 n = exec(saved_plan(&plan_candidates, SQL_CANDIDATES, 8, CANDIDATES_TYPES), c,
                         nullptr, false, 0);
-        Datum *tids = n ? static_cast<Datum *>(palloc(sizeof(Datum) * n)) : nullptr;
-        int nfree = n ? free_candidates(n, tids, &last) : 0;
+        end = n < static_cast<uint64>(want); // the queue has nothing after these
+        if (n == 0)
+            break;
+        Datum *tids = static_cast<Datum *>(palloc(sizeof(Datum) * n));
+        int nfree = free_candidates(n, tids, &last);
         examined += static_cast<int64>(n);
         if (nfree > 0) {
             ArrayType *a = construct_array(tids, nfree, TIDOID, sizeof(ItemPointerData), false,
@@ -179,10 +183,8 @@ void lease_in_rounds(Datum *v, int64 batch, ReturnSetInfo *rsinfo) {
             queue::lease_batch(saved_plan(&plan_next, SQL_NEXT, 7, NEXT_TYPES), t, 2, left,
                                NEXT_NCOLS, 'l', idem::operations::OutboxDead, rsinfo);
         }
-        if (n < static_cast<uint64>(want)) {
-            resume.valid = false; // the queue's end: the next walk past the stretch starts over
-            return;
-        }
+        if (end)
+            break;
         if (nfree == 0 && left < batch)
             break; // past the events free to go
         if (examined < stretch)
@@ -194,7 +196,9 @@ void lease_in_rounds(Datum *v, int64 batch, ReturnSetInfo *rsinfo) {
         examined = 0;
         resumed = true;
     }
-    if (resumed)
+    if (end)
+        resume.valid = false; // the next walk past the first stretch starts over
+    else if (resumed)
         resume = Resume{true, topic, last};
 }
 
