@@ -2,7 +2,7 @@
 #   make && make install          build and install into the server found by pg_config
 #   test/run-all                  the whole test suite (see README)
 EXTENSION = idempotency
-EXTVERSION = 1.1.0
+EXTVERSION = 2.0.0
 MODULE_big = idempotency
 
 # The source tree: the current directory, or VPATH in an out-of-tree build (pg_buildext runs

@@ -5,7 +5,7 @@
 #   ROUNDS=3 SECS=10 CLIENTS="1 8" bench/citus.sh
 # 1. test/stages/citus.sh with IDEM_CITUS_KEEP=setup: coordinator + 2 workers (ports
 #    IDEM_CITUS_PORT, +1, +2; default IDEM_PGPORT + 2), citus and idempotency created, nothing
-#    distributed; then SELECT * FROM idem_distribute() on the coordinator (32 shards).
+#    distributed; then SELECT * FROM idempotency.idem_distribute() on the coordinator (32 shards).
 # 2. "one node" = the database idem_onenode on the same coordinator server, with the extension
 #    and without the citus extension (so Citus plans nothing there): same binaries, same
 #    postgresql.conf, same machine, no distributed table.
@@ -13,7 +13,7 @@
 #    the scope reaches Citus as a constant ('tenant-42'), which function delegation needs
 #    (-M prepared would send it as a parameter). New keys over 1,000 tenants (scopes), spread
 #    over the 32 shards. Variants, alternating order per round, each TRUNCATE'd first:
-#      one_claim    one node, SELECT * FROM idem_claim(scope, key)                 (a)
+#      one_claim    one node, SELECT * FROM idempotency.idem_claim(scope, key)                 (a)
 #      citus_claim  coordinator, the same statement: delegated to the owning worker  (b)
 #      one_tx       one node, BEGIN; claim; idem_complete; COMMIT
 #      citus_tx     coordinator, the same transaction: runs on the coordinator, each
@@ -48,7 +48,7 @@ q() { # q PORT DB SQL
 echo "## setup ($(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg))"
 IDEM_CITUS_KEEP=setup test/stages/citus.sh >"$WORK/setup.log" 2>&1 || { cat "$WORK/setup.log"; exit 1; }
 grep -E 'ready|registered' "$WORK/setup.log"
-q "$P" postgres "SELECT * FROM idem_distribute()" >/dev/null
+q "$P" postgres "SELECT * FROM idempotency.idem_distribute()" >/dev/null
 echo "distributed: $(q "$P" postgres "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'idempotency.records'::regclass") shards of idempotency.records over $(q "$P" postgres "SELECT count(*) FROM citus_get_active_worker_nodes()") workers"
 q "$P" postgres "DROP DATABASE IF EXISTS idem_onenode" >/dev/null
 q "$P" postgres "CREATE DATABASE idem_onenode" >/dev/null
@@ -61,8 +61,8 @@ probe() { # label SQL
         psql -X -qtA -h 127.0.0.1 -p "$P" -U postgres -d postgres -c "$2" 2>&1 | sed -n 's/^NOTICE:  issuing //p' |
         cut -c 1-90 | tr '\n' '|')"
 }
-probe "delegated claim sends" "SELECT * FROM idem_claim('tenant-1', 'probe-1')"
-probe "transaction claim sends" "BEGIN; SELECT * FROM idem_claim('tenant-1', 'probe-2'); COMMIT;"
+probe "delegated claim sends" "SELECT * FROM idempotency.idem_claim('tenant-1', 'probe-1')"
+probe "transaction claim sends" "BEGIN; SELECT * FROM idempotency.idem_claim('tenant-1', 'probe-2'); COMMIT;"
 # citus_2pc picks two tenants at random: on two workers half the time (two-phase commit), on one
 # worker otherwise (one phase). Show both on a pair of each kind.
 owner() { q "$P" postgres "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = get_shard_id_for_distribution_column('idempotency.records', 'tenant-$1')"; }
@@ -71,7 +71,7 @@ while [ "$(owner $same)" != "$(owner 1)" ]; do same=$((same + 1)); done
 while [ "$(owner $other)" = "$(owner 1)" ]; do other=$((other + 1)); done
 for u in $same $other; do
     probe "two claims, tenant-1 and tenant-$u (worker :$(owner 1), :$(owner "$u")), send" \
-        "BEGIN; SELECT * FROM idem_claim('tenant-1', 'probe-3'); SELECT * FROM idem_claim('tenant-$u', 'probe-3'); COMMIT;" |
+        "BEGIN; SELECT * FROM idempotency.idem_claim('tenant-1', 'probe-3'); SELECT * FROM idempotency.idem_claim('tenant-$u', 'probe-3'); COMMIT;" |
         grep -oE '^[^|]*send|(PREPARE TRANSACTION|COMMIT PREPARED|COMMIT)\b' | tr '\n' ' '
     echo
 done
@@ -79,12 +79,12 @@ done
 V='\set t random(1, 1000)
 \set u random(1, 1000)
 \set k random(1, 2000000000)'
-CLAIM="SELECT * FROM idem_claim('tenant-:t', 'k:client_id-:k');"
-COMPLETE="SELECT idem_complete('tenant-:t', 'k:client_id-:k', 1, 'r', '{\"ok\": true}', 201);"
+CLAIM="SELECT * FROM idempotency.idem_claim('tenant-:t', 'k:client_id-:k');"
+COMPLETE="SELECT idempotency.idem_complete('tenant-:t', 'k:client_id-:k', 1, 'r', '{\"ok\": true}', 201);"
 printf '%s\n%s\n' "$V" "$CLAIM" >"$WORK/claim.sql"
 printf '%s\nBEGIN;\n%s\n%s\nCOMMIT;\n' "$V" "$CLAIM" "$COMPLETE" >"$WORK/tx.sql"
 printf '%s\n%s\n%s\n' "$V" "$CLAIM" "$COMPLETE" >"$WORK/pair.sql"
-printf "%s\nBEGIN;\n%s\nSELECT * FROM idem_claim('tenant-:u', 'k:client_id-:k');\nCOMMIT;\n" "$V" "$CLAIM" >"$WORK/2pc.sql"
+printf "%s\nBEGIN;\n%s\nSELECT * FROM idempotency.idem_claim('tenant-:u', 'k:client_id-:k');\nCOMMIT;\n" "$V" "$CLAIM" >"$WORK/2pc.sql"
 VARIANTS=${VARIANTS:-"one_claim citus_claim one_tx citus_tx citus_pair citus_2pc"}
 db_of() { case $1 in one_*) echo idem_onenode ;; *) echo postgres ;; esac; }
 file_of() { case $1 in *_claim) echo claim.sql ;; *_tx) echo tx.sql ;; *_pair) echo pair.sql ;; *_2pc) echo 2pc.sql ;; esac; }

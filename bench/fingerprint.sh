@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# SQL benchmark: idem_fingerprint(jsonb) against sha256(convert_to(jsonb::text, 'UTF8')) over the
+# SQL benchmark: idempotency.idem_fingerprint(jsonb) against sha256(convert_to(jsonb::text, 'UTF8')) over the
 # same 20,000 rows of ~1 KiB, alternating, REPS repetitions each; prints per-run times, the
 # medians and the ratio (baseline time / idem_fingerprint time; > 1 means faster than baseline).
-# The text overload against its own baseline: idem_fingerprint(t) on the stored request text
+# The text overload against its own baseline: idempotency.idem_fingerprint(t) on the stored request text
 # against sha256(convert_to(t::jsonb::text, 'UTF8')), the normalisation a user would otherwise
 # write for a text body (goal >= 1.0 too). Also timed, for information: exact_numbers, the text
 # overload on j::text (pays the same cast as the jsonb baseline, plus the parse), and a no-op
@@ -18,14 +18,14 @@ trap 'psql -X -q -c "DROP DATABASE IF EXISTS $DB" postgres' EXIT
 psql -X -q -d $DB -c "CREATE EXTENSION idempotency"
 psql -X -q -d $DB -f bench/fingerprint.sql
 # Each query aggregates so that result transfer is not measured; both read the same rows.
-Q_OURS="SELECT count(idem_fingerprint(j)) FROM fp_bench"
+Q_OURS="SELECT count(idempotency.idem_fingerprint(j)) FROM fp_bench"
 Q_BASE="SELECT count(sha256(convert_to(j::text, 'UTF8'))) FROM fp_bench"
-Q_EXACT="SELECT count(idem_fingerprint(j, exact_numbers => true)) FROM fp_bench"
-Q_TEXT="SELECT count(idem_fingerprint(j::text)) FROM fp_bench"
-Q_TSTORED="SELECT count(idem_fingerprint(t)) FROM fp_bench"
+Q_EXACT="SELECT count(idempotency.idem_fingerprint(j, exact_numbers => true)) FROM fp_bench"
+Q_TEXT="SELECT count(idempotency.idem_fingerprint(j::text)) FROM fp_bench"
+Q_TSTORED="SELECT count(idempotency.idem_fingerprint(t)) FROM fp_bench"
 Q_TBASE="SELECT count(sha256(convert_to(t::jsonb::text, 'UTF8'))) FROM fp_bench"
 # An exclude path that matches nothing: same fingerprints, but the iterator path that filters use.
-Q_FILT="SELECT count(idem_fingerprint(j, exclude => '{no_such_member}')) FROM fp_bench"
+Q_FILT="SELECT count(idempotency.idem_fingerprint(j, exclude => '{no_such_member}')) FROM fp_bench"
 time_ms() { # query -> milliseconds (server-side, psql \timing)
     psql -X -q -d $DB -c '\timing on' -c "SET max_parallel_workers_per_gather = 0" -c "$1" |
         sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -n 1
@@ -49,12 +49,12 @@ m_text=$(printf '%s\n' "${text[@]}" | median)
 m_filt=$(printf '%s\n' "${filt[@]}" | median)
 m_tstored=$(printf '%s\n' "${tstored[@]}" | median)
 m_tbase=$(printf '%s\n' "${tbase[@]}" | median)
-echo "idem_fingerprint(j) ms:                     ${ours[*]}"
+echo "idempotency.idem_fingerprint(j) ms:                     ${ours[*]}"
 echo "sha256(convert_to(j::text,'UTF8')) ms:      ${base[*]}"
-echo "idem_fingerprint(j, exact_numbers) ms:      ${exact[*]}"
-echo "idem_fingerprint(j::text) ms:               ${text[*]}"
-echo "idem_fingerprint(j, exclude => nothing) ms: ${filt[*]}"
-echo "idem_fingerprint(t) ms:                     ${tstored[*]}"
+echo "idempotency.idem_fingerprint(j, exact_numbers) ms:      ${exact[*]}"
+echo "idempotency.idem_fingerprint(j::text) ms:               ${text[*]}"
+echo "idempotency.idem_fingerprint(j, exclude => nothing) ms: ${filt[*]}"
+echo "idempotency.idem_fingerprint(t) ms:                     ${tstored[*]}"
 echo "sha256(convert_to(t::jsonb::text,'UTF8')) ms: ${tbase[*]}"
 echo "median ms: ours $m_ours, baseline $m_base, exact $m_exact, text-input $m_text, filtered $m_filt"
 awk -v o="$m_ours" -v b="$m_base" -v e="$m_exact" -v t="$m_text" -v f="$m_filt" \

@@ -7,15 +7,15 @@
 # Part receive: for each synchronous_commit setting and each round, runs every variant once in
 # alternating order (pgbench -n -M prepared -c CLIENTS -j 2 -T SECS), each on truncated tables
 # after a CHECKPOINT, new event ids only:
-#   inbox_receive         SELECT idem_inbox_receive('billing', $id)                  (inline)
-#   inbox_receive_queued  SELECT idem_inbox_receive('billing', $id, enqueue => true)
+#   inbox_receive         SELECT idempotency.idem_inbox_receive('billing', $id)                  (inline)
+#   inbox_receive_queued  SELECT idempotency.idem_inbox_receive('billing', $id, enqueue => true)
 #   processed_event       INSERT INTO processed_event (event_id, consumer_group)
 #                         VALUES ($id, 'billing') ON CONFLICT DO NOTHING  (the textbook table)
 # goal: each receive >= 0.95 x processed_event, sc off and on.
 # Part queue: one event per pgbench transaction, receive (enqueue) + next (batch 1) + done, each
 # statement its own transaction, every client both producer and worker, on a queue holding
 # BACKLOG events (refilled before every run), for WORKERS clients:
-#   queue_idem            idem_inbox_receive(..., enqueue => true), idem_inbox_next, idem_inbox_done
+#   queue_idem            idempotency.idem_inbox_receive(..., enqueue => true), idem_inbox_next, idem_inbox_done
 #   queue_plpgsql         the same through the PL/pgSQL queue of bench/plpgsql_queue.sql
 #   queue_pgmq            pgmq.send, pgmq.read (batch 1, 30 s), pgmq.archive: the optional peer,
 #                         pgmq's SQL from PGMQ_DIR (../shared/thirdparty/pgmq), skipped loudly
@@ -106,7 +106,7 @@ if [[ " $PARTS " == *" queue "* ]]; then
         [ -z "$PGMQ" ] || q "TRUNCATE pgmq.q_billing, pgmq.a_billing"
         case $1 in
         queue_idem)
-            q "SELECT count(idem_inbox_receive('billing', 'b' || i, enqueue => true,
+            q "SELECT count(idempotency.idem_inbox_receive('billing', 'b' || i, enqueue => true,
                    event_type => 'order.paid', payload => $PAYLOAD)) FROM generate_series(1, $BACKLOG) i" >/dev/null
             q "VACUUM ANALYZE idempotency.inbox" ;;
         queue_pgmq)

@@ -55,11 +55,11 @@ DROP ROLE IF EXISTS idem_bench_tenant;
 DROP ROLE IF EXISTS idem_bench_other;
 CREATE ROLE idem_bench_tenant NOLOGIN;
 CREATE ROLE idem_bench_other NOLOGIN;
-GRANT EXECUTE ON FUNCTION idem_claim(text, text, bytea, interval, interval, boolean) TO idem_bench_tenant;
+GRANT EXECUTE ON FUNCTION idempotency.idem_claim(text, text, bytea, interval, interval, boolean) TO idem_bench_tenant;
 SQL
     psql -Xq -v ON_ERROR_STOP=1 -d bench -v n="${BINDINGS:-0}" <<'SQL'
-SELECT idem_bind('scope', 'bench', 'idem_bench_tenant') WHERE :n > 0;
-SELECT idem_bind('scope', 'tenant:' || i || '/', 'idem_bench_other') FROM generate_series(2, :n) i;
+SELECT idempotency.idem_bind('scope', 'bench', 'idem_bench_tenant') WHERE :n > 0;
+SELECT idempotency.idem_bind('scope', 'tenant:' || i || '/', 'idem_bench_other') FROM generate_series(2, :n) i;
 SQL
     role_opt="-c role=idem_bench_tenant"
 fi

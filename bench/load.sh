@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Load and cost of idem_claim (issues 6 and 18), pgbench on a throwaway cluster of its own (port
+# Load and cost of idempotency.idem_claim (issues 6 and 18), pgbench on a throwaway cluster of its own (port
 # 54395, or IDEM_BENCH_PGPORT; the cluster directory /tmp/idem-pg-$PORT is removed first).
 #   bench/load.sh     env: ROUNDS=5 SECS=10 CLIENTS=8 FSYNC=on CPU_ROUNDS=5 CPU_SECS=5
 #                          MEMORY_CLAIMS=1000000 MEMORY_SCRIPT=claim_new NOTES=0 SQL_PATH=1

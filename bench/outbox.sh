@@ -8,7 +8,7 @@
 # Part emit: for each synchronous_commit setting and each round, runs every variant once in
 # alternating order (pgbench -n -M prepared -c CLIENTS -j 2 -T SECS), each on truncated tables
 # after a CHECKPOINT, one emit per transaction, a key of 100,000 and (dedup) a new dedup key:
-#   outbox_emit               SELECT idem_outbox_emit('orders', $json, key => $k)
+#   outbox_emit               SELECT idempotency.idem_outbox_emit('orders', $json, key => $k)
 #   outbox_emit_dedup         ... dedup_key => $d
 #   outbox_insert_bare        the same row by hand into a copy of idempotency.outbox (same
 #                             columns, CHECK and indexes), now(), seq DEFAULT nextval, no lock
@@ -22,7 +22,7 @@
 # KEYS keys (round robin, through the side's own emit; none for _nokey and pgmq), VACUUM
 # ANALYZE, CHECKPOINT; then R pgbench clients each loop one transaction, one statement: a batch
 # of 100 taken and finished:
-#   relay_idem                idem_outbox_next('orders', 100) + idem_outbox_done per event
+#   relay_idem                idempotency.idem_outbox_next('orders', 100) + idem_outbox_done per event
 #   relay_idem_batch          idem_outbox_next + one idem_outbox_done_batch over the batch's arrays
 #   relay_idem_batch_nokey    the same on events without a key (no per-key order to keep)
 #   relay_plpgsql             bench_o.next + bench_o.done of bench/plpgsql_outbox.sql
@@ -139,10 +139,10 @@ if [[ " $PARTS " == *" relay "* ]]; then
         [ -z "$PGMQ" ] || q "TRUNCATE pgmq.q_orders, pgmq.a_orders"
         case $1 in
         relay_idem_batch_nokey)
-            q "SELECT count(idem_outbox_emit('orders', $PAYLOAD))
+            q "SELECT count(idempotency.idem_outbox_emit('orders', $PAYLOAD))
                FROM generate_series(1, $BACKLOG) i" >/dev/null ;;
         relay_idem*)
-            q "SELECT count(idem_outbox_emit('orders', $PAYLOAD, key => 'k' || (i % $KEYS)))
+            q "SELECT count(idempotency.idem_outbox_emit('orders', $PAYLOAD, key => 'k' || (i % $KEYS)))
                FROM generate_series(1, $BACKLOG) i" >/dev/null ;;
         relay_pgmq_*)
             q "SELECT count(*) FROM pgmq.send_batch('orders',

@@ -46,7 +46,7 @@ instructions() {
     case $1 in
     outbox_relay_idem*)
         q "TRUNCATE idempotency.outbox"
-        q "SELECT count(idem_outbox_emit('orders', $PAYLOAD, key => $KEY)) FROM generate_series(1, 4000) i"
+        q "SELECT count(idempotency.idem_outbox_emit('orders', $PAYLOAD, key => $KEY)) FROM generate_series(1, 4000) i"
         q "VACUUM ANALYZE idempotency.outbox" ;;
     outbox_relay_plpgsql)
         q "TRUNCATE bench_o.outbox"

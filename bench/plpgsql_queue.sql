@@ -1,5 +1,5 @@
 -- bench/plpgsql_queue.sql: the queued inbox written by hand in PL/pgSQL, the baseline of the
--- queue comparison in bench/inbox.sh (idem_inbox_receive(..., enqueue => true) + idem_inbox_next
+-- queue comparison in bench/inbox.sh (idempotency.idem_inbox_receive(..., enqueue => true) + idem_inbox_next
 -- + idem_inbox_done). The same guarantees, and nothing the issue-18 list does not ask for:
 --   dedup on (consumer, event_id)            the primary key, INSERT ... ON CONFLICT DO NOTHING
 --   lease with expiry, attempt the fencing   next sets status 'processing', attempt + 1 and

@@ -3,7 +3,7 @@
 #   eval "$(test/pgcluster start)"; bench/purge.sh [rows] [seconds] [clients]
 # 1. claim throughput (new keys: claim + complete) with and without an index on expires_at
 #    (the index a purge by expires_at would want; it makes every idem_complete a non-HOT update)
-# 2. purge throughput: CALL idem_purge_loop() on <rows> (default 1,000,000) expired records
+# 2. purge throughput: CALL idempotency.idem_purge_loop() on <rows> (default 1,000,000) expired records
 # 3. claim latency p50/p99 under pgbench, without and then with a purge loop running beside it,
 #    in the same run on the same table (<rows> expired records seeded before each phase)
 set -euo pipefail
@@ -21,8 +21,8 @@ PGOPTIONS='-c client_min_messages=warning' psql -X -qtA -d postgres -c "DROP DAT
 q "CREATE EXTENSION idempotency"
 cat >"$WORK/claim.sql" <<'SQL'
 \set k random(1, 2000000000)
-SELECT idem_claim('bench', 'k' || :client_id || '-' || :k);
-SELECT idem_complete('bench', 'k' || :client_id || '-' || :k, 1, 'r', '{"ok": true}', 201);
+SELECT idempotency.idem_claim('bench', 'k' || :client_id || '-' || :k);
+SELECT idempotency.idem_complete('bench', 'k' || :client_id || '-' || :k, 1, 'r', '{"ok": true}', 201);
 SQL
 
 SEEDS=0
@@ -63,7 +63,7 @@ q "DROP INDEX IF EXISTS idempotency.bench_expires_at"
 echo "## purge throughput ($ROWS expired records, batch $BATCH)"
 seed "$ROWS"
 start=$(date +%s.%N)
-deleted=$(q "CALL idem_purge_loop(batch_size => $BATCH, max_duration => '1 hour')")
+deleted=$(q "CALL idempotency.idem_purge_loop(batch_size => $BATCH, max_duration => '1 hour')")
 end=$(date +%s.%N)
 awk -v d="$deleted" -v s="$start" -v e="$end" \
     'BEGIN {printf "deleted=%d seconds=%.2f rows_per_s=%.0f\n", d, e - s, d / (e - s)}'
@@ -81,7 +81,7 @@ seed "$ROWS"
     end=$(($(date +%s) + SECS))
     total=0
     while [ "$(date +%s)" -lt $end ]; do
-        d=$(q "CALL idem_purge_loop(batch_size => $BATCH, pause => '$PAUSE', max_duration => '${SECS}s')")
+        d=$(q "CALL idempotency.idem_purge_loop(batch_size => $BATCH, pause => '$PAUSE', max_duration => '${SECS}s')")
         total=$((total + d))
         [ "$d" = 0 ] && sleep 0.2
     done

@@ -47,8 +47,8 @@ Delivery sign(pqxx::connection &provider, const std::string &secret, const std::
               long long ts, const std::string &body) {
     pqxx::work tx(provider);
     std::string sig =
-        idem::db::exec_params1(tx, "SELECT idem_webhook_sign_standard($1, $2, $3, $4)", secret,
-                               msg_id, std::to_string(ts), body)[0]
+        idem::db::exec_params1(tx, "SELECT idempotency.idem_webhook_sign_standard($1, $2, $3, $4)",
+                               secret, msg_id, std::to_string(ts), body)[0]
             .as<std::string>();
     tx.commit();
     return {msg_id, std::to_string(ts), body, sig};
@@ -64,7 +64,7 @@ std::string handle(pqxx::connection &shop, const Delivery &d, const std::string 
             std::string outcome =
                 idem::db::exec_params1(
                     tx,
-                    "SELECT idem_webhook_receive('shop', 'standard', ARRAY[$1], $2, "
+                    "SELECT idempotency.idem_webhook_receive('shop', 'standard', ARRAY[$1], $2, "
                     "$3, $4, $5, event_type => 'payment.succeeded')",
                     kSecret, d.msg_id, d.body, d.signature, d.timestamp)[0]
                     .as<std::string>();

@@ -39,10 +39,10 @@
 namespace {
 
 const char *const SCOPE = "POST /v1/payments";
-bool g_break = false;            // --break: the naive handler, no idem_claim
-bool g_have_idem_fp = false;     // idem_fingerprint(text) exists in the installed extension
-std::string g_fp_sql;            // SQL expression: the fingerprint of request body $1
-std::string g_conninfo;          // "" = libpq environment; --ci: "dbname=payment_demo"
+bool g_break = false;        // --break: the naive handler, no idem_claim
+bool g_have_idem_fp = false; // idempotency.idem_fingerprint(text) exists in the installed extension
+std::string g_fp_sql;        // SQL expression: the fingerprint of request body $1
+std::string g_conninfo;      // "" = libpq environment; --ci: "dbname=payment_demo"
 std::atomic<long> g_db_calls{0}; // statements sent by handle_payment
 
 // ---------------------------------------------------------------------------------------------
@@ -96,8 +96,8 @@ void record_payment(pqxx::transaction_base &t, const std::string &key, const std
     a->payment_id = get(p, 0);
     a->body = get(p, 1);
     if (complete)
-        q(t, "SELECT idem_complete($1, $2, $3::integer, $4, $5::jsonb, 201)", SCOPE, key,
-          std::to_string(attempt), a->payment_id, a->body);
+        q(t, "SELECT idempotency.idem_complete($1, $2, $3::integer, $4, $5::jsonb, 201)", SCOPE,
+          key, std::to_string(attempt), a->payment_id, a->body);
     a->http = 201;
 }
 
@@ -135,7 +135,7 @@ Answer handle_payment(pqxx::connection &c, const std::string &key, const std::st
               "SELECT c.outcome, coalesce(c.attempt, 0), c.resource_id, c.response::text, "
               "coalesce(c.response_status, 0), CASE WHEN c.lease_expires_at IS NULL THEN 1 ELSE "
               "greatest(1, ceil(extract(epoch FROM c.lease_expires_at - clock_timestamp())))::int "
-              "END FROM idem_claim($1, $2, decode($3, 'hex'), $4::interval) c",
+              "END FROM idempotency.idem_claim($1, $2, decode($3, 'hex'), $4::interval) c",
               SCOPE, key, fp, o.lease),
             0);
         a.outcome = get(r, 0);
@@ -461,7 +461,7 @@ void scenario_4(pqxx::connection &admin) {
         pqxx::nontransaction t(admin);
         auto r = idem::db::exec_params(t,
                                        "SELECT lease_expires_at < clock_timestamp() FROM "
-                                       "idem_lookup($1, $2)",
+                                       "idempotency.idem_lookup($1, $2)",
                                        SCOPE, key);
         if (r.empty() || r[0][0].is_null() || r[0][0].as<bool>() ||
             std::chrono::steady_clock::now() > until)
@@ -473,7 +473,7 @@ void scenario_4(pqxx::connection &admin) {
     std::cout << "    ... the lease has expired\n";
 
     // 4b/4c: 5 concurrent retries. The winner's provider call waits until the others have
-    // their answers, then the dead worker's late idem_complete(attempt 1) arrives.
+    // their answers, then the dead worker's late idempotency.idem_complete(attempt 1) arrives.
     std::mutex m;
     std::condition_variable cv;
     int returned = 0;
@@ -490,12 +490,13 @@ void scenario_4(pqxx::connection &admin) {
         try {
             auto c = connect();
             pqxx::nontransaction t(*c);
-            bool stored = idem::db::exec_params(t,
-                                                "SELECT idem_complete($1, $2, 1, 'ghost', "
-                                                "'{\"id\":\"ghost\"}'::jsonb, 201)",
-                                                SCOPE, key)
-                              .at(0)[0]
-                              .as<bool>();
+            bool stored =
+                idem::db::exec_params(t,
+                                      "SELECT idempotency.idem_complete($1, $2, 1, 'ghost', "
+                                      "'{\"id\":\"ghost\"}'::jsonb, 201)",
+                                      SCOPE, key)
+                    .at(0)[0]
+                    .as<bool>();
             zombie = stored ? "accepted (true)" : "accepted (false)";
         } catch (const pqxx::sql_error &e) {
             std::string msg = e.what();
@@ -528,7 +529,7 @@ void scenario_4(pqxx::connection &admin) {
            "1x 201 reclaimed attempt 2, 4x 409 in_progress; 1 row",
            groups + "; " + std::to_string(rows) + " row(s)",
            reclaimed == 1 && in_progress == 4 && rows == 1);
-    std::cout << "    dead worker's late idem_complete(attempt 1): " << zombie << "\n";
+    std::cout << "    dead worker's late idempotency.idem_complete(attempt 1): " << zombie << "\n";
     bool refused = zombie.rfind("refused IK002", 0) == 0 || zombie.rfind("refused IK003", 0) == 0;
     rows = payment_rows(admin, key);
     report("4c dead worker's late complete (attempt 1)", "refused: IK002 fenced (or IK003)",
@@ -541,10 +542,11 @@ void scenario_4(pqxx::connection &admin) {
     std::string stored;
     {
         pqxx::nontransaction t(admin);
-        auto l = idem::db::exec_params(t,
-                                       "SELECT status || ' attempt ' || attempt || ' id=' || "
-                                       "coalesce(resource_id, '-') FROM idem_lookup($1, $2)",
-                                       SCOPE, key);
+        auto l =
+            idem::db::exec_params(t,
+                                  "SELECT status || ' attempt ' || attempt || ' id=' || "
+                                  "coalesce(resource_id, '-') FROM idempotency.idem_lookup($1, $2)",
+                                  SCOPE, key);
         stored = l.empty() ? "no record" : get(idem::db::row_at(l, 0), 0);
     }
     rows = payment_rows(admin, key);
@@ -623,8 +625,8 @@ void setup(bool ci) {
                "AND prorettype = 'bytea'::regtype)")
             .at(0)[0]
             .as<bool>();
-    g_fp_sql =
-        g_have_idem_fp ? "idem_fingerprint($1::text)" : "sha256(convert_to($1::text, 'UTF8'))";
+    g_fp_sql = g_have_idem_fp ? "idempotency.idem_fingerprint($1::text)"
+                              : "sha256(convert_to($1::text, 'UTF8'))";
     std::string version = t.exec("SELECT extversion FROM pg_extension WHERE extname = "
                                  "'idempotency'")
                               .at(0)[0]
@@ -633,7 +635,7 @@ void setup(bool ci) {
               << ", scope \"" << SCOPE << "\"\n"
               << "fingerprint: " << g_fp_sql << (g_break ? " (unused by --break)" : "") << "\n";
     if (!g_have_idem_fp)
-        std::cout << "note: idem_fingerprint(text) is not installed; falling back to "
+        std::cout << "note: idempotency.idem_fingerprint(text) is not installed; falling back to "
                      "sha256(convert_to(body, 'UTF8')), byte-exact, so scenarios 5 and 6 fail\n";
     if (g_break)
         std::cout << "--break: the naive handler (no idem_claim); this run must FAIL\n";

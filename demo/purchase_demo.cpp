@@ -62,10 +62,11 @@ using Event = std::tuple<std::string, int, std::string, std::string>;
 std::vector<Event> next(pqxx::connection &c, const char *topic, const char *lease) {
     pqxx::nontransaction n(c);
     std::vector<Event> batch;
-    for (auto row : idem::db::exec_params(n,
-                                          "SELECT event_id::text, attempt, payload::text, "
-                                          "payload->>'order' FROM idem_outbox_next($1, 10, $2)",
-                                          topic, lease))
+    for (auto row :
+         idem::db::exec_params(n,
+                               "SELECT event_id::text, attempt, payload::text, "
+                               "payload->>'order' FROM idempotency.idem_outbox_next($1, 10, $2)",
+                               topic, lease))
         batch.emplace_back(row[0].c_str(), row[1].as<int>(), row[2].c_str(), row[3].c_str());
     return batch;
 }
@@ -80,7 +81,8 @@ void shop_endpoint(int listen_fd) {
         pqxx::work tx(c);
         pqxx::row r = idem::db::exec_params1(
             tx,
-            "SELECT idem_webhook_receive('shop', 'standard', ARRAY[$1], $2, s.raw, $4, $5, "
+            "SELECT idempotency.idem_webhook_receive('shop', 'standard', ARRAY[$1], $2, s.raw, $4, "
+            "$5, "
             "event_type => s.b->>'type', entity_key => s.b->'data'->>'payment', "
             "entity_seq => (s.b->>'sequence')::bigint), s.b->>'type', s.b->'data'->>'order', "
             "s.b->'data'->>'payment' FROM (SELECT $3::text AS raw, $3::text::jsonb AS b) s",
@@ -102,7 +104,7 @@ void shop_endpoint(int listen_fd) {
             // dedup key keeps it one event (the emit returns the first id).
             pqxx::result e = idem::db::exec_params(
                 tx,
-                "SELECT idem_outbox_emit('order.paid', jsonb_build_object('order', id, "
+                "SELECT idempotency.idem_outbox_emit('order.paid', jsonb_build_object('order', id, "
                 "'payment', payment_id), key => id, dedup_key => 'order:' || id || ':paid') "
                 "FROM orders WHERE id = $1 AND status = 'PAID'",
                 order);
@@ -154,7 +156,7 @@ void license_worker(int report, bool die_after_issue) {
                               .affected_rows();
             idem::db::exec_params(
                 tx,
-                "SELECT idem_outbox_emit('webhooks.out', jsonb_build_object('type', "
+                "SELECT idempotency.idem_outbox_emit('webhooks.out', jsonb_build_object('type', "
                 "'license.issued', 'data', jsonb_build_object('order', order_id, 'license', "
                 "license_key)), key => order_id, dedup_key => 'order:' || order_id || "
                 "':license.issued') FROM licenses WHERE order_id = $1",
@@ -171,11 +173,12 @@ void license_worker(int report, bool die_after_issue) {
             }
             std::string done;
             try {
-                done = one(c, "SELECT idem_outbox_done($1::uuid, $2)", id, attempt);
+                done = one(c, "SELECT idempotency.idem_outbox_done($1::uuid, $2)", id, attempt);
             } catch (const pqxx::sql_error &e) {
                 done = "refused_" + idem::db::sqlstate(e);
             }
-            say("    [worker pid %d] idem_outbox_done(attempt %d): %s", pid, attempt, done.c_str());
+            say("    [worker pid %d] idempotency.idem_outbox_done(attempt %d): %s", pid, attempt,
+                done.c_str());
             dprintf(report, "attempt=%d issued=%ld done=%s\n", attempt, issued, done.c_str());
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -190,17 +193,19 @@ void relay(int report) {
     for (;;) {
         for (const auto &[id, attempt, body, order] : next(c, "webhooks.out", "10 seconds")) {
             std::string ts = std::to_string(std::time(nullptr)), answer, result;
-            std::string sig = one(c, "SELECT idem_webhook_sign_standard($1, $2, $3, $4)",
-                                  kOutboundSecret, id, ts, body);
+            std::string sig =
+                one(c, "SELECT idempotency.idem_webhook_sign_standard($1, $2, $3, $4)",
+                    kOutboundSecret, id, ts, body);
             int http = demo::post(
                 g_dir + "/crm.sock",
                 {{"webhook-id", id}, {"webhook-timestamp", ts}, {"webhook-signature", sig}}, body,
                 2000, &answer);
             if (http >= 200 && http < 300)
-                result = one(c, "SELECT idem_outbox_done($1::uuid, $2)", id, attempt);
+                result = one(c, "SELECT idempotency.idem_outbox_done($1::uuid, $2)", id, attempt);
             else
-                result = one(c, "SELECT idem_outbox_fail($1::uuid, $2, true, $3)", id, attempt,
-                             http ? "HTTP " + std::to_string(http) : "no answer within 2 s");
+                result =
+                    one(c, "SELECT idempotency.idem_outbox_fail($1::uuid, $2, true, $3)", id,
+                        attempt, http ? "HTTP " + std::to_string(http) : "no answer within 2 s");
             say("    [relay pid %d] POST license.issued webhook-id %s attempt %d: %s -> %s",
                 int(getpid()), id.c_str(), attempt,
                 http ? ("HTTP " + std::to_string(http) + " " + answer).c_str()
@@ -222,12 +227,12 @@ void crm_endpoint(int listen_fd, int report) {
         pqxx::work tx(c);
         std::string id = m.header("webhook-id");
         std::string outcome =
-            idem::db::exec_params1(
-                tx,
-                "SELECT idem_webhook_receive('crm', 'standard', ARRAY[$1], $2, $3::text, $4, $5, "
-                "event_type => 'license.issued')",
-                kOutboundSecret, id, m.body, m.header("webhook-signature"),
-                m.header("webhook-timestamp"))[0]
+            idem::db::exec_params1(tx,
+                                   "SELECT idempotency.idem_webhook_receive('crm', 'standard', "
+                                   "ARRAY[$1], $2, $3::text, $4, $5, "
+                                   "event_type => 'license.issued')",
+                                   kOutboundSecret, id, m.body, m.header("webhook-signature"),
+                                   m.header("webhook-timestamp"))[0]
                 .c_str();
         if (outcome == "new")
             idem::db::exec_params(tx,
@@ -253,8 +258,8 @@ int deliver(pqxx::connection &c, const std::string &msg_id, long long ts, const 
     std::string body = "{\"type\":\"" + type + "\",\"sequence\":" + std::to_string(sequence) +
                        ",\"data\":{\"order\":\"" + kOrder +
                        "\",\"payment\":\"pi_4711\",\"amount_cents\":4900,\"currency\":\"EUR\"}}";
-    std::string sig = one(c, "SELECT idem_webhook_sign_standard($1, $2, $3, $4)", kProviderSecret,
-                          msg_id, std::to_string(ts), body);
+    std::string sig = one(c, "SELECT idempotency.idem_webhook_sign_standard($1, $2, $3, $4)",
+                          kProviderSecret, msg_id, std::to_string(ts), body);
     g_answer.clear();
     int http = demo::post(g_dir + "/shop.sock",
                           {{"webhook-id", msg_id},
@@ -397,10 +402,10 @@ int run() {
           answer(http) + "; order " +
               one(db, "SELECT status || ', provider status ' || provider_status FROM orders"));
 
-    say("\n[8] the killed worker's late idem_outbox_done(attempt 1), had it lived on");
+    say("\n[8] the killed worker's late idempotency.idem_outbox_done(attempt 1), had it lived on");
     std::string late;
     try {
-        late = "accepted: " + one(db, "SELECT idem_outbox_done($1::uuid, 1)", first_id);
+        late = "accepted: " + one(db, "SELECT idempotency.idem_outbox_done($1::uuid, 1)", first_id);
     } catch (const pqxx::sql_error &e) {
         late = "refused " + idem::db::sqlstate(e);
     }

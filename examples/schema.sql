@@ -4,7 +4,7 @@ CREATE EXTENSION IF NOT EXISTS idempotency;
 -- One row per charge the service made. No unique constraint on the Idempotency-Key: only the
 -- extension stands between a retry storm and a second payment.
 CREATE TABLE IF NOT EXISTS payments (
-    id           uuid PRIMARY KEY DEFAULT idem_uuid_v7(),
+    id           uuid PRIMARY KEY DEFAULT idempotency.idem_uuid_v7(),
     customer     text NOT NULL,
     amount       bigint NOT NULL CHECK (amount > 0),
     currency     text NOT NULL,
@@ -17,7 +17,7 @@ CREATE TABLE IF NOT EXISTS payments (
 -- itself idempotent on the key it is given, as Stripe is: a second charge request under the same
 -- key returns the first charge.
 CREATE TABLE IF NOT EXISTS provider_charges (
-    id              uuid PRIMARY KEY DEFAULT idem_uuid_v7(),
+    id              uuid PRIMARY KEY DEFAULT idempotency.idem_uuid_v7(),
     idempotency_key text NOT NULL UNIQUE,
     amount          bigint NOT NULL,
     currency        text NOT NULL,
@@ -44,11 +44,11 @@ CREATE OR REPLACE FUNCTION create_payment(
     OUT response_headers jsonb, OUT retry_after integer)
 LANGUAGE plpgsql AS $$
 DECLARE
-    k text := idem_key_from_header(idempotency_key_header);
+    k text := idempotency.idem_key_from_header(idempotency_key_header);
     c idem_claim_result;
     p payments;
 BEGIN
-    c := idem_claim('payments', k, idem_fingerprint(request_body));
+    c := idempotency.idem_claim('payments', k, idempotency.idem_fingerprint(request_body));
     outcome := c.outcome;
     IF c.outcome <> 'claimed' THEN -- replayed (the stored answer), in_progress, mismatch
         response_status := c.response_status;
@@ -63,6 +63,6 @@ BEGIN
     response_body := convert_to(to_json(p)::text, 'UTF8');
     response_headers := jsonb_build_object('Location', '/v1/payments/' || p.id,
                                            'Content-Type', 'application/json');
-    PERFORM idem_complete('payments', k, c.attempt, p.id::text, NULL, response_status,
+    PERFORM idempotency.idem_complete('payments', k, c.attempt, p.id::text, NULL, response_status,
                           response_body, response_headers);
 END $$;

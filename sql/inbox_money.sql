@@ -27,7 +27,7 @@ RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     outcome text;
 BEGIN
-    outcome := idem_inbox_receive('m_billing', event_id,
+    outcome := idempotency.idem_inbox_receive('m_billing', event_id,
                                   sha256(convert_to(payment_id || ':' || amount, 'UTF8')));
     IF outcome <> 'new' THEN
         RETURN 'event ' || outcome;

@@ -1,8 +1,8 @@
 -- Every documented state of an Idempotency-Key record and of an inbox entry, inside and past its
 -- TTL, against the table of docs/operations.md "Which state is counted where": every column of
--- idem_stats and idem_inbox_stats, what idem_stuck() lists, what idem_inbox_next hands out, what
+-- idem_stats and idem_inbox_stats, what idempotency.idem_stuck() lists, what idem_inbox_next hands out, what
 -- the purge deletes, and the answer of each call a client makes next with the counters of
--- idem_counters() it moves. Each such call runs in a subtransaction that is rolled back, so every
+-- idempotency.idem_counters() it moves. Each such call runs in a subtransaction that is rolled back, so every
 -- call sees the state as built; the counters count it all the same (they count calls).
 -- The nopreload stage (test/stages/nopreload.sh) runs this file on a cluster without
 -- shared_preload_libraries against expected/lifecycle_states_nopreload.out: the same answers,
@@ -14,21 +14,21 @@ SET idempotency.retry_backoff_base = 0;
 
 \i test/regress/helpers.sql
 
--- preloaded or not: the counters are on exactly when the library is preloaded; idem_counters()
+-- preloaded or not: the counters are on exactly when the library is preloaded; idempotency.idem_counters()
 -- has its fifteen rows either way, with NULL values when off
 SELECT current_setting('shared_preload_libraries') ~ '\midempotency\M' AS preloaded,
-       idem_counters_enabled() AS counters_on, count(*) AS counters, count(value) AS values,
+       idempotency.idem_counters_enabled() AS counters_on, count(*) AS counters, count(value) AS values,
        count(stats_reset) AS stats_reset
-FROM idem_counters();
+FROM idempotency.idem_counters();
 
 -- ls_probe(steps): runs the statements of steps in order (each answers one text) inside a
 -- subtransaction that is rolled back at the end. answer: what each said (its text, 'none' for
 -- NULL, or its SQLSTATE), joined by '; '. counted: the counters that moved meanwhile, in
--- idem_counters() order ('none'; NULL when the counters are off).
+-- idempotency.idem_counters() order ('none'; NULL when the counters are off).
 CREATE FUNCTION ls_probe(steps text[], OUT answer text, OUT counted text)
 LANGUAGE plpgsql AS $$
 DECLARE
-    before jsonb := (SELECT jsonb_object_agg(counter, value) FROM idem_counters());
+    before jsonb := (SELECT jsonb_object_agg(counter, value) FROM idempotency.idem_counters());
     step text;
     got text;
 BEGIN
@@ -47,12 +47,12 @@ BEGIN
             RAISE;
         END IF;
     END;
-    IF idem_counters_enabled() THEN
+    IF idempotency.idem_counters_enabled() THEN
         SELECT coalesce(string_agg(c.counter || '+' || (c.value - (before ->> c.counter)::bigint), ' '
                                    ORDER BY c.n)
                             FILTER (WHERE c.value <> (before ->> c.counter)::bigint), 'none')
         INTO counted
-        FROM idem_counters() WITH ORDINALITY AS c(counter, value, stats_reset, n);
+        FROM idempotency.idem_counters() WITH ORDINALITY AS c(counter, value, stats_reset, n);
     END IF;
 END $$;
 
@@ -67,7 +67,7 @@ DECLARE
     gone text[];
 BEGIN
     BEGIN
-        PERFORM idem_purge(include_stuck => include_stuck);
+        PERFORM idempotency.idem_purge(include_stuck => include_stuck);
         gone := ARRAY(SELECT x FROM unnest(before) x
                       WHERE NOT EXISTS (SELECT FROM idempotency.records WHERE scope = x)
                         AND NOT EXISTS (SELECT FROM idempotency.inbox WHERE consumer = x));
@@ -94,38 +94,38 @@ DECLARE
     done text;
 BEGIN
     IF st = 'processing' THEN
-        PERFORM FROM idem_claim(s, 'k', '\x01', '1 hour', '1 hour') WHERE outcome = 'claimed';
+        PERFORM FROM idempotency.idem_claim(s, 'k', '\x01', '1 hour', '1 hour') WHERE outcome = 'claimed';
         IF NOT FOUND THEN
             RAISE EXCEPTION 'ls_make_record: % not claimed', s;
         END IF;
         IF ttl = 'inside' THEN
-            RETURN 'idem_claim(lease 1 hour, ttl 1 hour)';
+            RETURN 'idempotency.idem_claim(lease 1 hour, ttl 1 hour)';
         END IF;
         UPDATE idempotency.records SET expires_at = created_at WHERE scope = s;
-        RETURN 'idem_claim(lease 1 hour, ttl 1 hour), then expires_at = created_at by hand';
+        RETURN 'idempotency.idem_claim(lease 1 hour, ttl 1 hour), then expires_at = created_at by hand';
     END IF;
-    PERFORM FROM idem_claim(s, 'k', '\x01', lease::interval, keep::interval) WHERE outcome = 'claimed';
+    PERFORM FROM idempotency.idem_claim(s, 'k', '\x01', lease::interval, keep::interval) WHERE outcome = 'claimed';
     IF NOT FOUND THEN
         RAISE EXCEPTION 'ls_make_record: % not claimed', s;
     END IF;
     CASE st
     WHEN 'completed' THEN
-        PERFORM idem_complete(s, 'k', 1, 'r-1', '{"id": 1}', 201);
+        PERFORM idempotency.idem_complete(s, 'k', 1, 'r-1', '{"id": 1}', 201);
         done := 'idem_complete';
     WHEN 'failed-retryable' THEN
-        PERFORM idem_fail(s, 'k', 1, retryable => true);
-        done := 'idem_fail(retryable => true)';
+        PERFORM idempotency.idem_fail(s, 'k', 1, retryable => true);
+        done := 'idempotency.idem_fail(retryable => true)';
     WHEN 'failed-terminal' THEN
-        PERFORM idem_fail(s, 'k', 1, false, '{"error": "declined"}', 402);
-        done := 'idem_fail(retryable => false)';
+        PERFORM idempotency.idem_fail(s, 'k', 1, false, '{"error": "declined"}', 402);
+        done := 'idempotency.idem_fail(retryable => false)';
     ELSE -- stuck: the lease runs out
         done := 'the lease runs out';
     END CASE;
-    RETURN format('idem_claim(lease %s, ttl %s), %s', lease, keep, done);
+    RETURN format('idempotency.idem_claim(lease %s, ttl %s), %s', lease, keep, done);
 END $$;
 
 -- What the docs say of each record state: the idem_stats columns (oldest: the
--- oldest_processing_age, 'its age' = statement_timestamp() - created_at), idem_stuck() lists it,
+-- oldest_processing_age, 'its age' = statement_timestamp() - created_at), idempotency.idem_stuck() lists it,
 -- idem_lookup's status, idem_purge deletes it (without / with include_stuck).
 CREATE TEMP TABLE ls_rec_want (
     n int PRIMARY KEY, state text, ttl text,
@@ -148,12 +148,12 @@ INSERT INTO ls_rec_want VALUES
 -- heartbeat: by attempt 1, the first owner; late complete: a claim, then attempt 1 completes.
 CREATE TEMP TABLE ls_rec_calls (call text PRIMARY KEY, n int, steps text[]);
 INSERT INTO ls_rec_calls VALUES
-    ('claim', 1, ARRAY[$$SELECT outcome || coalesce(' ' || attempt, '') FROM idem_claim(%1$L, 'k', '\x01')$$]),
-    ('claim other', 2, ARRAY[$$SELECT outcome || coalesce(' ' || attempt, '') FROM idem_claim(%1$L, 'k', '\x02')$$]),
-    ('complete', 3, ARRAY[$$SELECT idem_complete(%1$L, 'k', 1, 'r-probe')::text$$]),
-    ('heartbeat', 4, ARRAY[$$SELECT CASE WHEN idem_heartbeat(%1$L, 'k', 1, '1 hour') > clock_timestamp() THEN 'extended' END$$]),
-    ('late complete', 5, ARRAY[$$SELECT outcome || coalesce(' ' || attempt, '') FROM idem_claim(%1$L, 'k', '\x01')$$,
-                               $$SELECT idem_complete(%1$L, 'k', 1, 'r-probe')::text$$]);
+    ('claim', 1, ARRAY[$$SELECT outcome || coalesce(' ' || attempt, '') FROM idempotency.idem_claim(%1$L, 'k', '\x01')$$]),
+    ('claim other', 2, ARRAY[$$SELECT outcome || coalesce(' ' || attempt, '') FROM idempotency.idem_claim(%1$L, 'k', '\x02')$$]),
+    ('complete', 3, ARRAY[$$SELECT idempotency.idem_complete(%1$L, 'k', 1, 'r-probe')::text$$]),
+    ('heartbeat', 4, ARRAY[$$SELECT CASE WHEN idempotency.idem_heartbeat(%1$L, 'k', 1, '1 hour') > clock_timestamp() THEN 'extended' END$$]),
+    ('late complete', 5, ARRAY[$$SELECT outcome || coalesce(' ' || attempt, '') FROM idempotency.idem_claim(%1$L, 'k', '\x01')$$,
+                               $$SELECT idempotency.idem_complete(%1$L, 'k', 1, 'r-probe')::text$$]);
 CREATE TEMP TABLE ls_rec_calls_want (state text, ttl text, call text, answer text, counted text);
 INSERT INTO ls_rec_calls_want VALUES
     ('processing', '*', 'claim', 'in_progress 1', 'in_progress+1'),
@@ -194,7 +194,7 @@ FROM unnest(ARRAY['completed', 'failed-retryable', 'failed-terminal']) st,
 -- the public functions (an inbox lease and the TTL are independent, so every pair is reachable).
 -- stale: the second delivery of an event whose first entry expired, carrying the entity sequence
 -- number it set itself (docs/inbox.md "Retention"); its first delivery is made here.
-SELECT idem_inbox_receive('ls-stale-' || ttl, 'e', '\x01', entity_key => 'order-1', entity_seq => 1,
+SELECT idempotency.idem_inbox_receive('ls-stale-' || ttl, 'e', '\x01', entity_key => 'order-1', entity_seq => 1,
                           ttl => '1 millisecond') AS first_of_stale
 FROM unnest(ARRAY['inside', 'past']) ttl;
 SELECT pg_sleep(0.02);
@@ -207,24 +207,24 @@ DECLARE
 BEGIN
     CASE st
     WHEN 'done' THEN -- inline
-        calls := ARRAY['receive ' || idem_inbox_receive(c, 'e', '\x01', ttl => keep::interval)];
+        calls := ARRAY['receive ' || idempotency.idem_inbox_receive(c, 'e', '\x01', ttl => keep::interval)];
     WHEN 'stale' THEN
-        calls := ARRAY['receive again ' || idem_inbox_receive(c, 'e', '\x01', entity_key => 'order-1',
+        calls := ARRAY['receive again ' || idempotency.idem_inbox_receive(c, 'e', '\x01', entity_key => 'order-1',
                                                              entity_seq => 1, ttl => keep::interval)];
     ELSE -- queued, then as the state needs
-        calls := ARRAY['receive queued ' || idem_inbox_receive(c, 'e', '\x01', enqueue => true, ttl => keep::interval)];
+        calls := ARRAY['receive queued ' || idempotency.idem_inbox_receive(c, 'e', '\x01', enqueue => true, ttl => keep::interval)];
         CASE st
         WHEN 'received' THEN
         WHEN 'requeued' THEN
-            calls := calls || ('next ' || (SELECT count(*) FROM idem_inbox_next(c, 10, '1 hour')))
-                           || ('fail ' || idem_inbox_fail(c, 'e', 1, retryable => true, error => 'timeout'));
+            calls := calls || ('next ' || (SELECT count(*) FROM idempotency.idem_inbox_next(c, 10, '1 hour')))
+                           || ('fail ' || idempotency.idem_inbox_fail(c, 'e', 1, retryable => true, error => 'timeout'));
         WHEN 'processing' THEN
-            calls := calls || ('next ' || (SELECT count(*) FROM idem_inbox_next(c, 10, '1 hour')));
+            calls := calls || ('next ' || (SELECT count(*) FROM idempotency.idem_inbox_next(c, 10, '1 hour')));
         WHEN 'lease-ended' THEN
-            calls := calls || ('next lease 1 ms ' || (SELECT count(*) FROM idem_inbox_next(c, 10, '1 millisecond')));
+            calls := calls || ('next lease 1 ms ' || (SELECT count(*) FROM idempotency.idem_inbox_next(c, 10, '1 millisecond')));
         WHEN 'failed' THEN
-            calls := calls || ('next ' || (SELECT count(*) FROM idem_inbox_next(c, 10, '1 hour')))
-                           || ('fail ' || idem_inbox_fail(c, 'e', 1, retryable => false, error => 'bad payload'));
+            calls := calls || ('next ' || (SELECT count(*) FROM idempotency.idem_inbox_next(c, 10, '1 hour')))
+                           || ('fail ' || idempotency.idem_inbox_fail(c, 'e', 1, retryable => false, error => 'bad payload'));
         END CASE;
     END CASE;
     RETURN format('ttl %s: %s', keep, array_to_string(calls, ', '));
@@ -258,9 +258,9 @@ INSERT INTO ls_inbox_want VALUES
 -- and the inbox refusals (IK002, IK003) are not refused_fenced / refused_finished.
 CREATE TEMP TABLE ls_inbox_calls (call text PRIMARY KEY, n int, steps text[]);
 INSERT INTO ls_inbox_calls VALUES
-    ('receive', 1, ARRAY[$$SELECT idem_inbox_receive(%1$L, 'e', '\x01')$$]),
-    ('receive other', 2, ARRAY[$$SELECT idem_inbox_receive(%1$L, 'e', '\x02')$$]),
-    ('done', 3, ARRAY[$$SELECT idem_inbox_done(%1$L, 'e', 1)$$]);
+    ('receive', 1, ARRAY[$$SELECT idempotency.idem_inbox_receive(%1$L, 'e', '\x01')$$]),
+    ('receive other', 2, ARRAY[$$SELECT idempotency.idem_inbox_receive(%1$L, 'e', '\x02')$$]),
+    ('done', 3, ARRAY[$$SELECT idempotency.idem_inbox_done(%1$L, 'e', 1)$$]);
 CREATE TEMP TABLE ls_inbox_calls_want (state text, ttl text, call text, answer text, counted text);
 INSERT INTO ls_inbox_calls_want
 SELECT st, '*', c.call, c.answer, c.counted
@@ -302,19 +302,19 @@ SELECT w.n, w.state, w.ttl, i.status, i.attempt,
 FROM ls_inbox_want w JOIN idempotency.inbox i ON i.consumer = 'ls-' || w.state || '-' || w.ttl
 ORDER BY w.n;
 
--- idem_stats per record state, with idem_stuck(), idem_lookup and the purge, against the docs
+-- idem_stats per record state, with idempotency.idem_stuck(), idem_lookup and the purge, against the docs
 CREATE TEMP TABLE ls_rec_got AS
-WITH stuck AS (SELECT scope FROM idem_stuck()),
+WITH stuck AS (SELECT scope FROM idempotency.idem_stuck()),
      purged AS (SELECT ls_purged(false) AS plain, ls_purged(true) AS with_stuck)
 SELECT w.n, w.state, w.ttl, s.processing, s.stuck, s.completed, s.failed, s.expired,
        CASE WHEN s.oldest_processing_age IS NULL THEN 'NULL'
             WHEN s.oldest_processing_age = statement_timestamp() - r.created_at THEN 'its age'
             ELSE s.oldest_processing_age::text END AS oldest,
        s.scope IN (SELECT scope FROM stuck) AS idem_stuck,
-       coalesce((SELECT l.status FROM idem_lookup(s.scope, 'k') l), 'none') AS lookup,
+       coalesce((SELECT l.status FROM idempotency.idem_lookup(s.scope, 'k') l), 'none') AS lookup,
        s.scope = ANY (p.plain) AS purge, s.scope = ANY (p.with_stuck) AS purge_stuck
 FROM ls_rec_want w
-JOIN idem_stats s ON s.scope = 'ls/' || w.state || '/' || w.ttl
+JOIN idempotency.idem_stats s ON s.scope = 'ls/' || w.state || '/' || w.ttl
 JOIN idempotency.records r ON r.scope = s.scope, purged p;
 SELECT g.*, ROW(g.*) IS NOT DISTINCT FROM ROW(w.*) AS as_documented
 FROM ls_rec_got g JOIN ls_rec_want w USING (n) ORDER BY n;
@@ -328,10 +328,10 @@ SELECT w.n, w.state, w.ttl, s.received, s.pending, s.processing, s.processed, s.
             WHEN s.oldest_pending_age = statement_timestamp() - i.received_at THEN 'its age'
             ELSE s.oldest_pending_age::text END AS oldest,
        (ls_probe(ARRAY[format($$SELECT string_agg(event_id || ' attempt ' || attempt, ', ')
-                                FROM idem_inbox_next(%L, 10, '1 hour')$$, s.consumer)])).answer AS next,
+                                FROM idempotency.idem_inbox_next(%L, 10, '1 hour')$$, s.consumer)])).answer AS next,
        s.consumer = ANY (p.plain) AS purge
 FROM ls_inbox_want w
-JOIN idem_inbox_stats s ON s.consumer = 'ls-' || w.state || '-' || w.ttl
+JOIN idempotency.idem_inbox_stats s ON s.consumer = 'ls-' || w.state || '-' || w.ttl
 JOIN idempotency.inbox i ON i.consumer = s.consumer, purged p;
 SELECT g.*, ROW(g.*) IS NOT DISTINCT FROM ROW(w.*) AS as_documented
 FROM ls_inbox_got g JOIN ls_inbox_want w USING (n) ORDER BY n;
@@ -347,10 +347,10 @@ FROM ls_inbox_want w, ls_inbox_calls c,
      ls_probe(ARRAY(SELECT format(x, 'ls-' || w.state || '-' || w.ttl) FROM unnest(c.steps) x)) p;
 CREATE TEMP VIEW ls_calls_want AS
 SELECT 'record' AS kind, state, ttl, call, answer,
-       CASE WHEN idem_counters_enabled() THEN counted END AS counted FROM ls_rec_calls_want
+       CASE WHEN idempotency.idem_counters_enabled() THEN counted END AS counted FROM ls_rec_calls_want
 UNION ALL
 SELECT 'inbox', state, ttl, call, answer,
-       CASE WHEN idem_counters_enabled() THEN counted END FROM ls_inbox_calls_want;
+       CASE WHEN idempotency.idem_counters_enabled() THEN counted END FROM ls_inbox_calls_want;
 SELECT g.kind, g.state, g.ttl, g.call, g.answer, g.counted,
        (SELECT count(*) FROM ls_calls_want w
         WHERE w.kind = g.kind AND w.state = g.state AND w.ttl IN (g.ttl, '*') AND w.call = g.call
@@ -363,14 +363,14 @@ WHERE NOT EXISTS (SELECT FROM ls_calls_got g WHERE g.kind = w.kind AND g.state =
 
 -- What must agree whatever the docs say ----------------------------------------------------------
 -- records: each is counted in exactly one of processing, completed, failed, expired; stuck is
--- what idem_stuck() lists; expired is what the purge deletes
+-- what idempotency.idem_stuck() lists; expired is what the purge deletes
 -- inbox: received = pending + processed + failed + stale, and each entry is counted in exactly
 -- one of received, expired; an entry is pending iff idem_inbox_next would lease it or it is
 -- leased with a live lease; processing is what is leased; expired is what the purge deletes
 SELECT 'records: one column each' AS rule, count(*) FILTER (
            WHERE processing + completed + failed + expired <> 1) AS disagreements FROM ls_rec_got
 UNION ALL
-SELECT 'records: stuck = idem_stuck()', count(*) FILTER (WHERE (stuck = 1) <> idem_stuck) FROM ls_rec_got
+SELECT 'records: stuck = idempotency.idem_stuck()', count(*) FILTER (WHERE (stuck = 1) <> idem_stuck) FROM ls_rec_got
 UNION ALL
 SELECT 'records: expired = purged', count(*) FILTER (WHERE (expired = 1) <> purge) FROM ls_rec_got
 UNION ALL

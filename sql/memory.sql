@@ -12,12 +12,12 @@ SELECT '{"items": [' || string_agg(format('{"sku": "SKU-%s", "qty": %s, "price":
 FROM generate_series(1, 200000) i;
 SELECT length(doc) > 14000000 AS about_15_mb FROM mem_doc;
 SELECT pg_temp.rss_kb() AS start_kb \gset
-SELECT length(idem_canonical_json(doc)) FROM mem_doc;
-SELECT length(idem_fingerprint(doc)) FROM mem_doc;
-SELECT length(idem_canonical_json(doc::jsonb)) FROM mem_doc;
+SELECT length(idempotency.idem_canonical_json(doc)) FROM mem_doc;
+SELECT length(idempotency.idem_fingerprint(doc)) FROM mem_doc;
+SELECT length(idempotency.idem_canonical_json(doc::jsonb)) FROM mem_doc;
 SELECT pg_temp.rss_kb() - :start_kb < 20000 AS rss_back_within_20_mb;
 -- A call that fails half-way leaves its buffers to the next call, which frees them.
 SELECT pg_temp.rss_kb() AS start_kb \gset
-SELECT length(idem_canonical_json(doc || ' x')) FROM mem_doc;
-SELECT idem_canonical_json('[1]');
+SELECT length(idempotency.idem_canonical_json(doc || ' x')) FROM mem_doc;
+SELECT idempotency.idem_canonical_json('[1]');
 SELECT pg_temp.rss_kb() - :start_kb < 20000 AS rss_back_after_an_error;

@@ -39,8 +39,8 @@ RESET idempotency.direct_access;
 -- The settings do not check each other when set (they may come in any order, from different
 -- places); a claim that takes both and finds default_ttl shorter than default_lease names both.
 SET idempotency.default_ttl = '30s';
-SELECT try($$SELECT idem_claim('settings', 'ttl-below-lease')$$, true);
-SELECT outcome FROM idem_claim('settings', 'ttl-below-lease', lease => '10 seconds');
+SELECT try($$SELECT idempotency.idem_claim('settings', 'ttl-below-lease')$$, true);
+SELECT outcome FROM idempotency.idem_claim('settings', 'ttl-below-lease', lease => '10 seconds');
 RESET idempotency.default_ttl;
 
 -- A value PostgreSQL could not check when it was stored (ALTER ROLE ... SET in a session that
@@ -57,25 +57,25 @@ SELECT current_user AS regress_user \gset
 \c - regress_idem_settings
 SELECT name, setting, source FROM pg_settings
 WHERE name IN ('idempotency.default_lease', 'idempotency.inbox_ttl') ORDER BY name;
-SELECT outcome FROM idem_claim('settings', 'stored-invalid');
-SELECT outcome FROM idem_claim('settings', 'stored-invalid', lease => '30 seconds');
+SELECT outcome FROM idempotency.idem_claim('settings', 'stored-invalid');
+SELECT outcome FROM idempotency.idem_claim('settings', 'stored-invalid', lease => '30 seconds');
 SET idempotency.direct_access = on;
-SELECT outcome FROM idem_claim('settings', 'stored-invalid', lease => '30 seconds');
-SELECT idem_heartbeat('settings', 'stored-invalid', 1);
-SELECT idem_heartbeat('settings', 'stored-invalid', 1, lease => '30 seconds') IS NOT NULL AS extended;
-SELECT idem_inbox_receive('settings', 'evt-1');
-SELECT idem_inbox_receive('settings', 'evt-1', ttl => '1 day');
+SELECT outcome FROM idempotency.idem_claim('settings', 'stored-invalid', lease => '30 seconds');
+SELECT idempotency.idem_heartbeat('settings', 'stored-invalid', 1);
+SELECT idempotency.idem_heartbeat('settings', 'stored-invalid', 1, lease => '30 seconds') IS NOT NULL AS extended;
+SELECT idempotency.idem_inbox_receive('settings', 'evt-1');
+SELECT idempotency.idem_inbox_receive('settings', 'evt-1', ttl => '1 day');
 BEGIN;
 SET LOCAL idempotency.default_lease = '45s';
 SELECT extract(epoch FROM lease_expires_at - now())::int AS lease_s
-FROM idem_claim('settings', 'stored-invalid-2');
+FROM idempotency.idem_claim('settings', 'stored-invalid-2');
 COMMIT;
-SELECT outcome FROM idem_claim('settings', 'stored-invalid-3');
+SELECT outcome FROM idempotency.idem_claim('settings', 'stored-invalid-3');
 SET idempotency.default_lease = '45s';
-SELECT outcome FROM idem_claim('settings', 'stored-invalid-3');
+SELECT outcome FROM idempotency.idem_claim('settings', 'stored-invalid-3');
 RESET idempotency.default_lease;
 SHOW idempotency.default_lease;
-SELECT try($$SELECT idem_heartbeat('settings', 'stored-invalid-3', 1)$$, true);
+SELECT try($$SELECT idempotency.idem_heartbeat('settings', 'stored-invalid-3', 1)$$, true);
 \c - :regress_user
 DROP ROLE regress_idem_settings;
 DELETE FROM idempotency.records WHERE scope = 'settings';

@@ -10,6 +10,9 @@ DROP DATABASE IF EXISTS idem_upgrade_regression;
 CREATE DATABASE idem_upgrade_regression;
 \c idem_upgrade_regression
 SET client_min_messages = warning;
+-- the calls below are unqualified: 1.x's functions are in public, 2.0.0's in schema idempotency
+-- (an application that kept unqualified names adds the schema to its search path)
+SET search_path = public, idempotency;
 \i test/regress/helpers.sql
 
 -- the update paths: from 0.7 and from 0.8, each one committed script to 1.0.0, and from 1.0.0 to
@@ -109,6 +112,14 @@ SELECT count(*) AS differences FROM (
       UNION ALL SELECT 'outbox', o::text FROM idempotency.outbox o)
      EXCEPT TABLE before_update)) d;
 
+-- 2.0.0 moved every function, procedure, view and type out of public into schema idempotency,
+-- and the extension's schema is pg_catalog, as on a fresh installation
+SELECT count(*) AS left_in_public FROM pg_depend d
+WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idempotency') AND d.deptype = 'e'
+  AND d.classid <> 'pg_namespace'::regclass
+  AND (pg_identify_object(d.classid, d.objid, d.objsubid)).schema IS DISTINCT FROM 'idempotency';
+SELECT extnamespace::regnamespace AS extension_schema FROM pg_extension WHERE extname = 'idempotency';
+
 -- 1.0.0's objects are there, members of the extension
 SELECT pg_describe_object(classid, objid, 0) AS member
 FROM pg_depend
@@ -158,7 +169,7 @@ SELECT outcome FROM idem_claim('up/a', 'new');
 
 -- updating to the installed version is a no-op notice, an unknown version an error
 SET client_min_messages = notice;
-ALTER EXTENSION idempotency UPDATE TO '1.1.0';
+ALTER EXTENSION idempotency UPDATE TO '2.0.0';
 \set VERBOSITY terse
 ALTER EXTENSION idempotency UPDATE TO '9.9';
 \set VERBOSITY default

@@ -10,24 +10,24 @@ SELECT count(*) AS n,
        bool_and(substr(u::text, 20, 1) IN ('8', '9', 'a', 'b')) AS variant_10,
        bool_and(prev IS NULL OR u > prev) AS strictly_increasing,
        count(DISTINCT u) AS distinct_values,
-       bool_and(idem_uuid_v7_time(u) BETWEEN now() - interval '1 minute' AND clock_timestamp() + interval '10 seconds') AS time_now
+       bool_and(idempotency.idem_uuid_v7_time(u) BETWEEN now() - interval '1 minute' AND clock_timestamp() + interval '10 seconds') AS time_now
 FROM (SELECT u, lag(u) OVER (ORDER BY i) AS prev
-      FROM (SELECT i, idem_uuid_v7() AS u FROM generate_series(1, 10000) i) g) s;
+      FROM (SELECT i, idempotency.idem_uuid_v7() AS u FROM generate_series(1, 10000) i) g) s;
 -- RFC 9562 Appendix A.6
-SELECT idem_uuid_v7_time('017f22e2-79b0-7cc3-98c4-dc0c0c07398f') AT TIME ZONE 'UTC' AS a6_time;
-SELECT try($$SELECT idem_uuid_v7_time('f81d4fae-7dec-11d0-a765-00a0c91e6bf6')$$) AS v1_uuid;
-SELECT try($$SELECT idem_uuid_v7_time('017f22e2-79b0-7cc3-c8c4-dc0c0c07398f')$$) AS wrong_variant;
+SELECT idempotency.idem_uuid_v7_time('017f22e2-79b0-7cc3-98c4-dc0c0c07398f') AT TIME ZONE 'UTC' AS a6_time;
+SELECT try($$SELECT idempotency.idem_uuid_v7_time('f81d4fae-7dec-11d0-a765-00a0c91e6bf6')$$) AS v1_uuid;
+SELECT try($$SELECT idempotency.idem_uuid_v7_time('017f22e2-79b0-7cc3-c8c4-dc0c0c07398f')$$) AS wrong_variant;
 
 -- HMAC-SHA256: RFC 4231 test case 2 (and case 1)
-SELECT idem_hmac_sha256('Jefe'::bytea, 'what do ya want for nothing?'::bytea);
-SELECT idem_hmac_sha256('\x0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b'::bytea, 'Hi There'::bytea);
-SELECT idem_hmac_sha256(NULL, 'x'::bytea) AS null_key;
+SELECT idempotency.idem_hmac_sha256('Jefe'::bytea, 'what do ya want for nothing?'::bytea);
+SELECT idempotency.idem_hmac_sha256('\x0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b'::bytea, 'Hi There'::bytea);
+SELECT idempotency.idem_hmac_sha256(NULL, 'x'::bytea) AS null_key;
 -- constant-time comparison
-SELECT idem_secure_equal('\x0102'::bytea, '\x0102'::bytea) AS same,
-       idem_secure_equal('\x0102'::bytea, '\x0103'::bytea) AS differs,
-       idem_secure_equal('\x0102'::bytea, '\x010200'::bytea) AS longer,
-       idem_secure_equal(''::bytea, ''::bytea) AS empty,
-       idem_secure_equal(idem_hmac_sha256('k', 'm'), idem_hmac_sha256('k', 'm')) AS hmac_equal;
+SELECT idempotency.idem_secure_equal('\x0102'::bytea, '\x0102'::bytea) AS same,
+       idempotency.idem_secure_equal('\x0102'::bytea, '\x0103'::bytea) AS differs,
+       idempotency.idem_secure_equal('\x0102'::bytea, '\x010200'::bytea) AS longer,
+       idempotency.idem_secure_equal(''::bytea, ''::bytea) AS empty,
+       idempotency.idem_secure_equal(idempotency.idem_hmac_sha256('k', 'm'), idempotency.idem_hmac_sha256('k', 'm')) AS hmac_equal;
 
 -- function properties
 SELECT p.oid::regprocedure AS function, p.provolatile, p.proisstrict, p.proparallel

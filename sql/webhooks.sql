@@ -10,112 +10,112 @@ SET client_min_messages = warning;
 \set sig '''v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE='''
 \set at 'to_timestamp(1614265330)'
 
-SELECT idem_webhook_sign_standard(:secret, :msg_id, :ts, :body) = :sig AS vector_signed;
-SELECT idem_webhook_verify_standard(:secret, :msg_id, :ts, :body, :sig, now => :at) AS text_payload,
-       idem_webhook_verify_standard(:secret, :msg_id, :ts, convert_to(:body, 'UTF8'), :sig,
+SELECT idempotency.idem_webhook_sign_standard(:secret, :msg_id, :ts, :body) = :sig AS vector_signed;
+SELECT idempotency.idem_webhook_verify_standard(:secret, :msg_id, :ts, :body, :sig, now => :at) AS text_payload,
+       idempotency.idem_webhook_verify_standard(:secret, :msg_id, :ts, convert_to(:body, 'UTF8'), :sig,
                                     now => :at) AS bytea_payload,
-       idem_webhook_verify_standard(ARRAY[:secret], :msg_id, :ts, :body, :sig,
+       idempotency.idem_webhook_verify_standard(ARRAY[:secret], :msg_id, :ts, :body, :sig,
                                     now => :at) AS secret_array;
 
 -- anything changed: not valid
-SELECT idem_webhook_verify_standard(:secret, :msg_id, :ts, '{"test": 2432232315}', :sig,
+SELECT idempotency.idem_webhook_verify_standard(:secret, :msg_id, :ts, '{"test": 2432232315}', :sig,
                                     now => :at) AS other_body,
-       idem_webhook_verify_standard(:secret, 'msg_other', :ts, :body, :sig,
+       idempotency.idem_webhook_verify_standard(:secret, 'msg_other', :ts, :body, :sig,
                                     now => :at) AS other_id,
-       idem_webhook_verify_standard(:secret, :msg_id, '1614265331', :body, :sig,
+       idempotency.idem_webhook_verify_standard(:secret, :msg_id, '1614265331', :body, :sig,
                                     now => :at) AS other_timestamp,
-       idem_webhook_verify_standard('whsec_' || encode('another key of 24 bytes.', 'base64'), :msg_id, :ts,
+       idempotency.idem_webhook_verify_standard('whsec_' || encode('another key of 24 bytes.', 'base64'), :msg_id, :ts,
                                     :body, :sig, now => :at) AS other_secret;
 -- a body that differs in any byte does not verify: jsonb::text re-serialises (spacing, key
 -- order), so verify the raw text or bytea as received, never jsonb
-SELECT idem_webhook_verify_standard(:secret, :msg_id, :ts, '{"test":2432232314}', :sig,
+SELECT idempotency.idem_webhook_verify_standard(:secret, :msg_id, :ts, '{"test":2432232314}', :sig,
                                     now => :at) AS compact_body;
 
 -- tolerance: 300 s by default, in both directions, inclusive
-SELECT idem_webhook_verify_standard(:secret, :msg_id, :ts, :body, :sig,
+SELECT idempotency.idem_webhook_verify_standard(:secret, :msg_id, :ts, :body, :sig,
                                     now => :at + interval '300 s') AS plus_300,
-       idem_webhook_verify_standard(:secret, :msg_id, :ts, :body, :sig,
+       idempotency.idem_webhook_verify_standard(:secret, :msg_id, :ts, :body, :sig,
                                     now => :at - interval '300 s') AS minus_300,
-       idem_webhook_verify_standard(:secret, :msg_id, :ts, :body, :sig,
+       idempotency.idem_webhook_verify_standard(:secret, :msg_id, :ts, :body, :sig,
                                     now => :at + interval '301 s') AS plus_301,
-       idem_webhook_verify_standard(:secret, :msg_id, :ts, :body, :sig,
+       idempotency.idem_webhook_verify_standard(:secret, :msg_id, :ts, :body, :sig,
                                     now => :at - interval '301 s') AS minus_301,
-       idem_webhook_verify_standard(:secret, :msg_id, :ts, :body, :sig, interval '1 hour',
+       idempotency.idem_webhook_verify_standard(:secret, :msg_id, :ts, :body, :sig, interval '1 hour',
                                     :at + interval '3000 s') AS wider;
 SET idempotency.webhook_tolerance = '10s';
-SELECT idem_webhook_verify_standard(:secret, :msg_id, :ts, :body, :sig,
+SELECT idempotency.idem_webhook_verify_standard(:secret, :msg_id, :ts, :body, :sig,
                                     now => :at + interval '11 s') AS setting_10s;
 RESET idempotency.webhook_tolerance;
 -- without now: the server clock (the vector is from 2021)
-SELECT idem_webhook_verify_standard(:secret, :msg_id, :ts, :body, :sig) AS vector_today;
+SELECT idempotency.idem_webhook_verify_standard(:secret, :msg_id, :ts, :body, :sig) AS vector_today;
 
 -- several signatures (space-separated) and key rotation (several secrets)
-SELECT idem_webhook_verify_standard(:secret, :msg_id, :ts, :body,
+SELECT idempotency.idem_webhook_verify_standard(:secret, :msg_id, :ts, :body,
            'v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA= v1a,c2lnbmF0dXJl ' || :sig,
            now => :at) AS several_signatures,
-       idem_webhook_verify_standard(ARRAY['whsec_' || encode('the new key of 24 bytes.', 'base64'), :secret],
+       idempotency.idem_webhook_verify_standard(ARRAY['whsec_' || encode('the new key of 24 bytes.', 'base64'), :secret],
                                     :msg_id, :ts, :body, :sig, now => :at) AS old_secret_kept,
-       idem_webhook_verify_standard(ARRAY['whsec_' || encode('the new key of 24 bytes.', 'base64'), :secret],
+       idempotency.idem_webhook_verify_standard(ARRAY['whsec_' || encode('the new key of 24 bytes.', 'base64'), :secret],
            :msg_id, :ts, :body,
-           idem_webhook_sign_standard('whsec_' || encode('the new key of 24 bytes.', 'base64'), :msg_id, :ts,
+           idempotency.idem_webhook_sign_standard('whsec_' || encode('the new key of 24 bytes.', 'base64'), :msg_id, :ts,
                                       :body), now => :at) AS new_secret,
-       idem_webhook_verify_standard(:secret, :msg_id, :ts, :body, 'v1a,' || substr(:sig, 4),
+       idempotency.idem_webhook_verify_standard(:secret, :msg_id, :ts, :body, 'v1a,' || substr(:sig, 4),
                                     now => :at) AS only_other_versions;
 
 -- what the sender sent, malformed or missing: false, no error (issue 18; these raised 22023 /
 -- 22004 before); the receiver's own mistakes: 22023 / 22004, the secret never in a message
-SELECT idem_webhook_verify_standard(:secret, 'msg_1', '1614265330', 'x', '') AS empty_header,
-       idem_webhook_verify_standard(:secret, 'msg_1', '1614265330', 'x', 'g0hM9SsE+OTPJTGt')
+SELECT idempotency.idem_webhook_verify_standard(:secret, 'msg_1', '1614265330', 'x', '') AS empty_header,
+       idempotency.idem_webhook_verify_standard(:secret, 'msg_1', '1614265330', 'x', 'g0hM9SsE+OTPJTGt')
            AS no_version,
-       idem_webhook_verify_standard(:secret, 'msg_1', '16142653.30', 'x', 'v1,abc=')
+       idempotency.idem_webhook_verify_standard(:secret, 'msg_1', '16142653.30', 'x', 'v1,abc=')
            AS bad_timestamp,
-       idem_webhook_verify_standard(:secret, 'msg_1', '1614265330', 'x', NULL) AS null_header;
-SELECT try($$SELECT idem_webhook_verify_standard('whsec_Top$ecret!', 'msg_1',
+       idempotency.idem_webhook_verify_standard(:secret, 'msg_1', '1614265330', 'x', NULL) AS null_header;
+SELECT try($$SELECT idempotency.idem_webhook_verify_standard('whsec_Top$ecret!', 'msg_1',
     '1614265330', 'x', 'v1,abc=')$$) AS bad_secret;
-SELECT try($$SELECT idem_webhook_verify_standard(ARRAY[]::text[], 'msg_1',
+SELECT try($$SELECT idempotency.idem_webhook_verify_standard(ARRAY[]::text[], 'msg_1',
     '1614265330', 'x', 'v1,abc=')$$) AS no_secrets;
-SELECT try($$SELECT idem_webhook_verify_standard(ARRAY['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', NULL],
+SELECT try($$SELECT idempotency.idem_webhook_verify_standard(ARRAY['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', NULL],
     'msg_1', '1614265330', 'x', 'v1,abc=')$$) AS null_secret;
-SELECT try($$SELECT idem_webhook_verify_standard('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+SELECT try($$SELECT idempotency.idem_webhook_verify_standard('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
     'msg_1', '1614265330', 'x', 'v1,abc=', interval '-1 s')$$) AS negative_tolerance;
-SELECT idem_webhook_verify_standard('whsec_Top$ecret!', 'msg_1', '1614265330', 'x', 'v1,abc=');
+SELECT idempotency.idem_webhook_verify_standard('whsec_Top$ecret!', 'msg_1', '1614265330', 'x', 'v1,abc=');
 
 -- Stripe-style: t=<seconds>,v1=<hex HMAC-SHA256 of "t.body">, the secret used as raw bytes
 \set ssecret '''whsec_test_stripe_secret_0123456789abc'''
 \set sbody '''{"id":"evt_1","type":"payment_intent.succeeded"}'''
-SELECT idem_webhook_sign_stripe(:ssecret, 1700000000, :sbody) AS stripe_header;
--- the same header assembled from idem_hmac_sha256 (secret bytes as the key)
-SELECT idem_webhook_sign_stripe(:ssecret, 1700000000, :sbody) =
-       't=1700000000,v1=' || encode(idem_hmac_sha256(convert_to(:ssecret, 'UTF8'),
+SELECT idempotency.idem_webhook_sign_stripe(:ssecret, 1700000000, :sbody) AS stripe_header;
+-- the same header assembled from idempotency.idem_hmac_sha256 (secret bytes as the key)
+SELECT idempotency.idem_webhook_sign_stripe(:ssecret, 1700000000, :sbody) =
+       't=1700000000,v1=' || encode(idempotency.idem_hmac_sha256(convert_to(:ssecret, 'UTF8'),
                                     convert_to('1700000000.' || :sbody, 'UTF8')), 'hex')
        AS matches_hmac;
 -- and the Standard Webhooks vector from idem_hmac_sha256 with the base64-decoded secret
-SELECT 'v1,' || encode(idem_hmac_sha256(decode(substr(:secret, 7), 'base64'),
+SELECT 'v1,' || encode(idempotency.idem_hmac_sha256(decode(substr(:secret, 7), 'base64'),
                        convert_to(:msg_id || '.' || :ts || '.' || :body, 'UTF8')), 'base64')
        = :sig AS vector_from_hmac;
-\set sheader 'idem_webhook_sign_stripe(' :ssecret ', 1700000000, ' :sbody ')'
+\set sheader 'idempotency.idem_webhook_sign_stripe(' :ssecret ', 1700000000, ' :sbody ')'
 \set sat 'to_timestamp(1700000000)'
-SELECT idem_webhook_verify_stripe(:ssecret, :sheader, :sbody, now => :sat) AS valid,
-       idem_webhook_verify_stripe(:ssecret, :sheader, convert_to(:sbody, 'UTF8'),
+SELECT idempotency.idem_webhook_verify_stripe(:ssecret, :sheader, :sbody, now => :sat) AS valid,
+       idempotency.idem_webhook_verify_stripe(:ssecret, :sheader, convert_to(:sbody, 'UTF8'),
                                   now => :sat) AS bytea_payload,
-       idem_webhook_verify_stripe(:ssecret, :sheader, :sbody || ' ', now => :sat) AS other_body,
-       idem_webhook_verify_stripe(:ssecret, :sheader, :sbody,
+       idempotency.idem_webhook_verify_stripe(:ssecret, :sheader, :sbody || ' ', now => :sat) AS other_body,
+       idempotency.idem_webhook_verify_stripe(:ssecret, :sheader, :sbody,
                                   now => :sat + interval '300 s') AS plus_300,
-       idem_webhook_verify_stripe(:ssecret, :sheader, :sbody,
+       idempotency.idem_webhook_verify_stripe(:ssecret, :sheader, :sbody,
                                   now => :sat - interval '301 s') AS minus_301,
-       idem_webhook_verify_stripe(ARRAY['whsec_new_stripe_secret_0123456789abcd', :ssecret], :sheader, :sbody,
+       idempotency.idem_webhook_verify_stripe(ARRAY['whsec_new_stripe_secret_0123456789abcd', :ssecret], :sheader, :sbody,
                                   now => :sat) AS rotation,
-       idem_webhook_verify_stripe(:ssecret, 't=1700000000,v1=' || repeat('0', 64) || ',' ||
+       idempotency.idem_webhook_verify_stripe(:ssecret, 't=1700000000,v1=' || repeat('0', 64) || ',' ||
                                   split_part(:sheader, ',', 2), :sbody, now => :sat) AS several_v1,
-       idem_webhook_verify_stripe(:ssecret, 't=1700000000,v0=' ||
+       idempotency.idem_webhook_verify_stripe(:ssecret, 't=1700000000,v0=' ||
                                   split_part(:sheader, 'v1=', 2), :sbody, now => :sat) AS v0_only;
 -- a malformed header is false, not an error (issue 18); an empty secret is the receiver's 22023
-SELECT idem_webhook_verify_stripe(:ssecret, 'v1=abcd', 'x') AS no_t,
-       idem_webhook_verify_stripe(:ssecret, 't=1,t=2,v1=abcd', 'x') AS two_t,
-       idem_webhook_verify_stripe(:ssecret, 't=1,garbage', 'x') AS no_equals,
-       idem_webhook_verify_stripe(:ssecret, 't=now,v1=abcd', 'x') AS bad_t;
-SELECT try($$SELECT idem_webhook_verify_stripe('', 't=1,v1=abcd', 'x')$$) AS empty_secret;
-SELECT try($$SELECT idem_webhook_sign_stripe('whsec_test_stripe_secret_0123456789abc', -1, 'x')$$)
+SELECT idempotency.idem_webhook_verify_stripe(:ssecret, 'v1=abcd', 'x') AS no_t,
+       idempotency.idem_webhook_verify_stripe(:ssecret, 't=1,t=2,v1=abcd', 'x') AS two_t,
+       idempotency.idem_webhook_verify_stripe(:ssecret, 't=1,garbage', 'x') AS no_equals,
+       idempotency.idem_webhook_verify_stripe(:ssecret, 't=now,v1=abcd', 'x') AS bad_t;
+SELECT try($$SELECT idempotency.idem_webhook_verify_stripe('', 't=1,v1=abcd', 'x')$$) AS empty_secret;
+SELECT try($$SELECT idempotency.idem_webhook_sign_stripe('whsec_test_stripe_secret_0123456789abc', -1, 'x')$$)
     AS negative_t;
 
 -- verify and receive in one call: refused deliveries write nothing
@@ -123,64 +123,64 @@ CREATE TEMP VIEW wh AS
 SELECT consumer, event_id, status, attempt, event_type, convert_from(payload, 'UTF8') AS payload,
        payload_hash = sha256(convert_to('{"test": 2432232314}', 'UTF8')) AS hash_of_body
 FROM idempotency.inbox WHERE consumer LIKE 'w\_%' ORDER BY consumer, event_id;
-SELECT idem_webhook_receive('w_hooks', 'standard', ARRAY[:secret], :msg_id, :body, :sig, :ts,
+SELECT idempotency.idem_webhook_receive('w_hooks', 'standard', ARRAY[:secret], :msg_id, :body, :sig, :ts,
                             now => :at) AS first;
-SELECT idem_webhook_receive('w_hooks', 'standard', ARRAY[:secret], :msg_id, :body, :sig, :ts,
+SELECT idempotency.idem_webhook_receive('w_hooks', 'standard', ARRAY[:secret], :msg_id, :body, :sig, :ts,
                             now => :at) AS again;
 -- re-signed by the sender with a new timestamp (a retry): still the same event
-SELECT idem_webhook_receive('w_hooks', 'standard', ARRAY[:secret], :msg_id, :body,
-                            idem_webhook_sign_standard(:secret, :msg_id, '1614265400', :body),
+SELECT idempotency.idem_webhook_receive('w_hooks', 'standard', ARRAY[:secret], :msg_id, :body,
+                            idempotency.idem_webhook_sign_standard(:secret, :msg_id, '1614265400', :body),
                             '1614265400', now => :at + interval '70 s') AS resigned;
 -- the same id with another (correctly signed) body: mismatch
-SELECT idem_webhook_receive('w_hooks', 'standard', ARRAY[:secret], :msg_id, '{"test": 1}',
-                            idem_webhook_sign_standard(:secret, :msg_id, :ts, '{"test": 1}'),
+SELECT idempotency.idem_webhook_receive('w_hooks', 'standard', ARRAY[:secret], :msg_id, '{"test": 1}',
+                            idempotency.idem_webhook_sign_standard(:secret, :msg_id, :ts, '{"test": 1}'),
                             :ts, now => :at) AS other_body;
-SELECT idem_webhook_receive('w_hooks', 'standard', ARRAY[:secret], 'msg_forged', :body, :sig,
+SELECT idempotency.idem_webhook_receive('w_hooks', 'standard', ARRAY[:secret], 'msg_forged', :body, :sig,
                             :ts, now => :at) AS forged;
-SELECT idem_webhook_receive('w_hooks', 'standard', ARRAY[:secret], 'msg_old', :body,
-                            idem_webhook_sign_standard(:secret, 'msg_old', :ts, :body), :ts,
+SELECT idempotency.idem_webhook_receive('w_hooks', 'standard', ARRAY[:secret], 'msg_old', :body,
+                            idempotency.idem_webhook_sign_standard(:secret, 'msg_old', :ts, :body), :ts,
                             now => :at + interval '1 hour') AS too_old;
-SELECT idem_webhook_receive('w_hooks', 'standard', ARRAY[:secret], 'msg_garbled', :body,
+SELECT idempotency.idem_webhook_receive('w_hooks', 'standard', ARRAY[:secret], 'msg_garbled', :body,
                             'garbage', :ts, now => :at) AS malformed_header,
-       idem_webhook_receive('w_hooks', 'standard', ARRAY[:secret], 'msg_noheader', :body,
+       idempotency.idem_webhook_receive('w_hooks', 'standard', ARRAY[:secret], 'msg_noheader', :body,
                             NULL, :ts, now => :at) AS missing_header,
-       idem_webhook_receive('w_hooks', 'standard', ARRAY[:secret], 'msg_nots', :body,
+       idempotency.idem_webhook_receive('w_hooks', 'standard', ARRAY[:secret], 'msg_nots', :body,
                             :sig, NULL, now => :at) AS missing_timestamp,
-       idem_webhook_receive('w_hooks', 'standard', ARRAY[:secret], 'msg_badts', :body,
+       idempotency.idem_webhook_receive('w_hooks', 'standard', ARRAY[:secret], 'msg_badts', :body,
                             :sig, 'yesterday', now => :at) AS malformed_timestamp;
 SELECT * FROM wh;
 
 -- fast-ack: enqueue stores the raw body and the event type for idem_inbox_next
-SELECT idem_webhook_receive('w_queue', 'standard', ARRAY[:secret], :msg_id,
+SELECT idempotency.idem_webhook_receive('w_queue', 'standard', ARRAY[:secret], :msg_id,
                             convert_to(:body, 'UTF8'), :sig, :ts, event_type => 'test.event',
                             enqueue => true, now => :at) AS queued;
-SELECT idem_webhook_receive('w_queue', 'standard', ARRAY[:secret], :msg_id, :body, :sig, :ts,
+SELECT idempotency.idem_webhook_receive('w_queue', 'standard', ARRAY[:secret], :msg_id, :body, :sig, :ts,
                             enqueue => true, now => :at) AS queued_again;
 SELECT * FROM wh WHERE consumer = 'w_queue';
 SELECT event_id, event_type, convert_from(payload, 'UTF8') AS payload, attempt
-FROM idem_inbox_next('w_queue');
+FROM idempotency.idem_inbox_next('w_queue');
 
 -- Stripe: the event id comes from the (signed) body
-SELECT idem_webhook_receive('w_stripe', 'stripe', ARRAY[:ssecret], 'evt_1', :sbody, :sheader,
+SELECT idempotency.idem_webhook_receive('w_stripe', 'stripe', ARRAY[:ssecret], 'evt_1', :sbody, :sheader,
                             now => :sat) AS stripe_first,
-       idem_webhook_receive('w_stripe', 'stripe', ARRAY[:ssecret], 'evt_1', :sbody,
-                            idem_webhook_sign_stripe(:ssecret, 1700000060, :sbody),
+       idempotency.idem_webhook_receive('w_stripe', 'stripe', ARRAY[:ssecret], 'evt_1', :sbody,
+                            idempotency.idem_webhook_sign_stripe(:ssecret, 1700000060, :sbody),
                             now => :sat + interval '1 minute') AS stripe_resigned,
-       idem_webhook_receive('w_stripe', 'stripe', ARRAY['whsec_wrong_stripe_secret_0123456789ab'], 'evt_2', :sbody,
+       idempotency.idem_webhook_receive('w_stripe', 'stripe', ARRAY['whsec_wrong_stripe_secret_0123456789ab'], 'evt_2', :sbody,
                             :sheader, now => :sat) AS stripe_wrong_secret;
 SELECT consumer, event_id, status FROM wh WHERE consumer = 'w_stripe';
 
 -- errors of the receiver's own arguments
-SELECT try($$SELECT idem_webhook_receive('w_err', 'github', ARRAY['s'], 'e', 'x', 'h')$$)
+SELECT try($$SELECT idempotency.idem_webhook_receive('w_err', 'github', ARRAY['s'], 'e', 'x', 'h')$$)
     AS unknown_scheme;
-SELECT try($$SELECT idem_webhook_receive('w_err', 'stripe', ARRAY['s'], 'e', 'x',
+SELECT try($$SELECT idempotency.idem_webhook_receive('w_err', 'stripe', ARRAY['s'], 'e', 'x',
     't=1,v1=00', '1')$$) AS stripe_with_timestamp;
-SELECT try($$SELECT idem_webhook_receive('w_err', 'standard', ARRAY['whsec_###'], 'e',
+SELECT try($$SELECT idempotency.idem_webhook_receive('w_err', 'standard', ARRAY['whsec_###'], 'e',
     'x', 'v1,AAAA', '1')$$) AS bad_secret;
 -- a NULL event id is the sender's: an outcome, not an error (issue 18; it raised 22004)
-SELECT idem_webhook_receive('w_err', 'standard', ARRAY['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'],
+SELECT idempotency.idem_webhook_receive('w_err', 'standard', ARRAY['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'],
     NULL, 'x', 'v1,AAAA', '1') AS null_event_id;
-SELECT try($$SELECT idem_webhook_receive(NULL, 'standard', ARRAY['s'], 'e', 'x', 'h', '1')$$, true)
+SELECT try($$SELECT idempotency.idem_webhook_receive(NULL, 'standard', ARRAY['s'], 'e', 'x', 'h', '1')$$, true)
     AS null_consumer;
 SELECT count(*) AS err_rows FROM wh WHERE consumer = 'w_err';
 
@@ -192,7 +192,7 @@ CREATE FUNCTION wh_receive(scheme text, secrets text[], event_id text, payload t
                            header text, ts text, at timestamptz) RETURNS text
 LANGUAGE plpgsql AS $$
 BEGIN
-    RETURN idem_webhook_receive('w_table', scheme, secrets, event_id, payload, header, ts,
+    RETURN idempotency.idem_webhook_receive('w_table', scheme, secrets, event_id, payload, header, ts,
                                 now => at);
 EXCEPTION WHEN OTHERS THEN
     RETURN 'ERROR ' || SQLSTATE || ': ' || SQLERRM;
@@ -200,7 +200,7 @@ END $$;
 -- the Standard Webhooks vector's secret, body and timestamp; the signature of any id/ts/body
 CREATE FUNCTION std_sig(id text, ts text DEFAULT '1614265330',
                         body text DEFAULT '{"test": 2432232314}') RETURNS text
-LANGUAGE sql AS $$ SELECT idem_webhook_sign_standard('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', id, ts, body) $$;
+LANGUAGE sql AS $$ SELECT idempotency.idem_webhook_sign_standard('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', id, ts, body) $$;
 SELECT n, sender_input, wh_receive('standard', ARRAY['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'],
                                    id, body, header, ts, to_timestamp(1614265330)) AS outcome
 FROM (VALUES
@@ -269,7 +269,7 @@ ORDER BY n;
 
 -- Stripe: the event id comes from the signed body; a signing secret as Stripe issues them
 CREATE FUNCTION stripe_sig(body text, t bigint DEFAULT 1700000000) RETURNS text
-LANGUAGE sql AS $$ SELECT idem_webhook_sign_stripe('whsec_7Kq2mX9pL4vR8sT1wZ6yB3nC5dF0gH2j', t, body) $$;
+LANGUAGE sql AS $$ SELECT idempotency.idem_webhook_sign_stripe('whsec_7Kq2mX9pL4vR8sT1wZ6yB3nC5dF0gH2j', t, body) $$;
 SELECT n, sender_input, wh_receive('stripe', ARRAY['whsec_7Kq2mX9pL4vR8sT1wZ6yB3nC5dF0gH2j'],
                                    id, body, header, NULL, to_timestamp(1700000000)) AS outcome
 FROM (VALUES
@@ -331,8 +331,8 @@ EXCEPTION WHEN OTHERS THEN
 END $$;
 SELECT n, sender_input, wh_verify(format(f, args)) AS verified
 FROM (VALUES
-    ('idem_webhook_verify_standard(''whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'', %s, now => to_timestamp(1614265330))'),
-    ('idem_webhook_verify_stripe(''whsec_7Kq2mX9pL4vR8sT1wZ6yB3nC5dF0gH2j'', %s, now => to_timestamp(1700000000))')
+    ('idempotency.idem_webhook_verify_standard(''whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'', %s, now => to_timestamp(1614265330))'),
+    ('idempotency.idem_webhook_verify_stripe(''whsec_7Kq2mX9pL4vR8sT1wZ6yB3nC5dF0gH2j'', %s, now => to_timestamp(1700000000))')
 ) AS s(f), LATERAL (SELECT * FROM (VALUES
     (1, 'standard: valid', $$'msg_p5jXN8AQM9LWM0D4loKWxJek', '1614265330', '{"test": 2432232314}', 'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE='$$),
     (2, 'standard: msg_id NULL', $$NULL, '1614265330', '{"test": 2432232314}', 'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE='$$),
@@ -359,7 +359,7 @@ ORDER BY n;
 -- signature header); Standard Webhooks secrets decode to 24..64 bytes, Stripe-style secrets have
 -- at least 32 bytes ('ok': accepted, the delivery answered invalid_signature)
 SELECT n, misconfiguration,
-       try(format('SELECT idem_webhook_receive(%L, %L, ARRAY[%L], %L, %L::text, %L)',
+       try(format('SELECT idempotency.idem_webhook_receive(%L, %L, ARRAY[%L], %L, %L::text, %L)',
                   consumer, scheme, secret, 'e-cfg', '{}', 'garbage'), true) AS error
 FROM (VALUES
     (1, 'standard: decodes to 1 byte', 'w_cfg', 'standard', 'whsec_' || encode('k', 'base64')),
@@ -381,19 +381,19 @@ FROM (VALUES
 ) AS c(n, misconfiguration, consumer, scheme, secret)
 ORDER BY n;
 -- also when the delivery carries no headers at all
-SELECT try($$SELECT idem_webhook_receive('w_cfg', 'standard', ARRAY['whsec_eA=='],
+SELECT try($$SELECT idempotency.idem_webhook_receive('w_cfg', 'standard', ARRAY['whsec_eA=='],
     'e-cfg', '{}', NULL)$$, true) AS one_byte_no_headers;
-SELECT try($$SELECT idem_webhook_receive('w_cfg', 'stripe', ARRAY['whsec_test'],
+SELECT try($$SELECT idempotency.idem_webhook_receive('w_cfg', 'stripe', ARRAY['whsec_test'],
     'e-cfg', '{}', NULL)$$, true) AS stripe_short_no_header;
-SELECT try($$SELECT idem_webhook_receive('w_cfg', 'standard', ARRAY['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'],
+SELECT try($$SELECT idempotency.idem_webhook_receive('w_cfg', 'standard', ARRAY['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'],
     'e-cfg', '{}', NULL, tolerance => interval '-1 s')$$, true) AS negative_tolerance;
-SELECT try($$SELECT idem_webhook_receive('w_cfg', 'standard', ARRAY['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'],
+SELECT try($$SELECT idempotency.idem_webhook_receive('w_cfg', 'standard', ARRAY['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'],
     'e-cfg', '{}', 'garbage', '1', ttl => interval '0')$$, true) AS zero_ttl;
 -- the same limits when signing and verifying
-SELECT try($$SELECT idem_webhook_sign_standard('whsec_eA==', 'msg_1', '1', 'x')$$) AS sign_standard_1_byte;
-SELECT try($$SELECT idem_webhook_sign_stripe('whsec_test', 1, 'x')$$) AS sign_stripe_10_bytes;
-SELECT try($$SELECT idem_webhook_verify_standard('whsec_eA==', 'msg_1', '1', 'x', 'v1,AAAA')$$)
+SELECT try($$SELECT idempotency.idem_webhook_sign_standard('whsec_eA==', 'msg_1', '1', 'x')$$) AS sign_standard_1_byte;
+SELECT try($$SELECT idempotency.idem_webhook_sign_stripe('whsec_test', 1, 'x')$$) AS sign_stripe_10_bytes;
+SELECT try($$SELECT idempotency.idem_webhook_verify_standard('whsec_eA==', 'msg_1', '1', 'x', 'v1,AAAA')$$)
     AS verify_standard_1_byte;
-SELECT try($$SELECT idem_webhook_verify_stripe('whsec_test', 't=1,v1=00', 'x')$$)
+SELECT try($$SELECT idempotency.idem_webhook_verify_stripe('whsec_test', 't=1,v1=00', 'x')$$)
     AS verify_stripe_10_bytes;
 SELECT count(*) AS cfg_rows FROM idempotency.inbox WHERE consumer = 'w_cfg';

@@ -1,5 +1,5 @@
 -- Verify and receive agree on every degenerate sender input (issue 28, item 6): each case runs
--- idem_webhook_verify_* (boolean) and idem_webhook_receive (outcome) on the same input, both
+-- idem_webhook_verify_* (boolean) and idempotency.idem_webhook_receive (outcome) on the same input, both
 -- schemes, and checks that receive records the event exactly when verify is true (stripe: and
 -- the event id, which verify does not see, is 1 to 1024 bytes), and that an error of the
 -- receiver's own configuration is the same error in both.
@@ -8,9 +8,9 @@ SET client_min_messages = warning;
 \set std '''whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'''
 \set str '''whsec_7Kq2mX9pL4vR8sT1wZ6yB3nC5dF0gH2j'''
 CREATE FUNCTION ss(id text, ts text DEFAULT '1614265330', body bytea DEFAULT '\x7b7d')
-RETURNS text LANGUAGE sql AS $$ SELECT idem_webhook_sign_standard('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', id, ts, body) $$;
+RETURNS text LANGUAGE sql AS $$ SELECT idempotency.idem_webhook_sign_standard('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', id, ts, body) $$;
 CREATE FUNCTION st(body bytea DEFAULT '\x7b7d', t bigint DEFAULT 1700000000)
-RETURNS text LANGUAGE sql AS $$ SELECT idem_webhook_sign_stripe('whsec_7Kq2mX9pL4vR8sT1wZ6yB3nC5dF0gH2j', t, body) $$;
+RETURNS text LANGUAGE sql AS $$ SELECT idempotency.idem_webhook_sign_stripe('whsec_7Kq2mX9pL4vR8sT1wZ6yB3nC5dF0gH2j', t, body) $$;
 
 -- One case: verify's answer, receive's outcome (into consumer 'agree-N'), and whether receive
 -- wrote a row. Errors as 'ERROR <SQLSTATE>'.
@@ -21,15 +21,15 @@ LANGUAGE plpgsql AS $$
 BEGIN
     BEGIN
         verified := CASE scheme
-            WHEN 'standard' THEN idem_webhook_verify_standard(secrets, id, ts, body, header,
+            WHEN 'standard' THEN idempotency.idem_webhook_verify_standard(secrets, id, ts, body, header,
                                                               tolerance => tol, now => at)
-            ELSE idem_webhook_verify_stripe(secrets, header, body, tolerance => tol, now => at)
+            ELSE idempotency.idem_webhook_verify_stripe(secrets, header, body, tolerance => tol, now => at)
         END::text;
     EXCEPTION WHEN OTHERS THEN
         verified := 'ERROR ' || SQLSTATE;
     END;
     BEGIN
-        outcome := idem_webhook_receive('agree-' || n, scheme, secrets, id, body, header,
+        outcome := idempotency.idem_webhook_receive('agree-' || n, scheme, secrets, id, body, header,
                                         CASE scheme WHEN 'standard' THEN ts END,
                                         tolerance => tol, now => at);
     EXCEPTION WHEN OTHERS THEN

@@ -128,13 +128,14 @@ IDEM_PG_FUNCTION(idem_purge_batch) {
     Oid relid = get_relname_relid(t->table, get_namespace_oid("idempotency", false));
     // Citus cannot run the batch's FOR UPDATE SKIP LOCKED on a distributed table: say what to do.
     if (OidIsValid(relid) && idem::pg::direct::citus_table(relid))
-        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                        errmsg("idem_purge_batch cannot purge idempotency.%s: Citus distributes it",
-                               t->table),
-                        errdetail("Citus does not run a distributed DELETE with FOR UPDATE SKIP "
-                                  "LOCKED."),
-                        errhint("On the Citus coordinator, CALL idem_purge_loop() purges the "
-                                "shards of every worker.")));
+        ereport(
+            ERROR,
+            (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+             errmsg("idem_purge_batch cannot purge idempotency.%s: Citus distributes it", t->table),
+             errdetail("Citus does not run a distributed DELETE with FOR UPDATE SKIP "
+                       "LOCKED."),
+             errhint("On the Citus coordinator, CALL idempotency.idem_purge_loop() purges the "
+                     "shards of every worker.")));
     if (OidIsValid(relid)) {
         MemoryContext outer = CurrentMemoryContext;
         idem::pg::SavedUser su;

@@ -17,13 +17,17 @@
 #include "tenants.hpp"
 #include "utilities.hpp"
 
+#include "crypto.hpp"
+
+#include <string>
+#include <string_view>
+
 extern "C" {
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/pg_namespace.h"
 #include "commands/async.h"
-#include "common/hashfn.h"
 #include "storage/lmgr.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
@@ -117,14 +121,57 @@ Emit emit_args(FunctionCallInfo fcinfo) {
     return e;
 }
 
-// The transaction lock on (topic, key) that orders the emits of one key (see the top).
+// The secret of the key lock: the one row of idempotency.outbox_key_lock, read once per backend
+// and again when that table is another one (the extension dropped and created anew). A plain heap
+// scan, as the extension's own storage: no privilege of the caller is involved. A 1.x database
+// (no such table until ALTER EXTENSION UPDATE) gets 32 zero bytes in every backend alike.
+struct KeyLockSecret {
+    Oid relid = InvalidOid;
+    unsigned char bytes[32];
+};
+KeyLockSecret key_lock_secret;
+
+const unsigned char *lock_secret() {
+    static const unsigned char none[32] = {};
+    Oid relid = get_relname_relid("outbox_key_lock", extension_schema());
+    if (!OidIsValid(relid)) // a 1.x database not yet updated: every backend without a secret
+        return none;
+    if (relid == key_lock_secret.relid)
+        return key_lock_secret.bytes;
+    Relation r = table_open(relid, AccessShareLock);
+    SysScanDesc scan = systable_beginscan(r, InvalidOid, false, nullptr, 0, nullptr);
+    HeapTuple tup = systable_getnext(scan);
+    bool isnull = true;
+    Datum d = HeapTupleIsValid(tup) ? heap_getattr(tup, 2, RelationGetDescr(r), &isnull) : (Datum)0;
+    bytea *b = isnull ? nullptr : DatumGetByteaPP(d);
+    if (b == nullptr || VARSIZE_ANY_EXHDR(b) != sizeof key_lock_secret.bytes)
+        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+                        errmsg("idempotency.outbox_key_lock holds no 32-byte secret")));
+    memcpy(key_lock_secret.bytes, VARDATA_ANY(b), sizeof key_lock_secret.bytes);
+    systable_endscan(scan);
+    table_close(r, AccessShareLock);
+    key_lock_secret.relid = relid;
+    return key_lock_secret.bytes;
+}
+
+// The transaction lock on (topic, key) that orders the emits of one key (see the top). Its tag is
+// the first 8 bytes of HMAC-SHA256(secret, topic NUL key): pg_locks, which every role reads, shows
+// nothing another role can match to a topic and key (docs/security.md "What pg_locks shows").
 void lock_key(Datum topic, Datum key) {
     text *t = DatumGetTextPP(topic), *k = DatumGetTextPP(key);
-    uint64 h = DatumGetUInt64(hash_any_extended(reinterpret_cast<unsigned char *>(VARDATA_ANY(t)),
-                                                VARSIZE_ANY_EXHDR(t),
-                                                0x6f7574626f78ULL)); // "outbox"
-    h = DatumGetUInt64(hash_any_extended(reinterpret_cast<unsigned char *>(VARDATA_ANY(k)),
-                                         VARSIZE_ANY_EXHDR(k), h));
+    std::string_view secret(reinterpret_cast<const char *>(lock_secret()), 32);
+    std::string_view ts(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t)),
+        ks(VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k));
+    idem::Digest d = idem::pg::call_cpp([&] {
+        std::string message;
+        message.reserve(ts.size() + 1 + ks.size());
+        message.append(ts).push_back('\0'); // a text holds no NUL: topic and key stay apart
+        message.append(ks);
+        return idem::hmac_sha256(secret, message);
+    });
+    uint64 h = 0;
+    for (int i = 0; i < 8; i++)
+        h = (h << 8) | d[i];
     LOCKTAG tag;
     SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(h >> 32), static_cast<uint32>(h),
                          KEY_LOCK_SPACE);
@@ -210,7 +257,7 @@ Datum emit(FunctionCallInfo fcinfo, Body body) {
     idem::operations::count(duplicate ? idem::operations::OutboxDeduplicated
                                       : idem::operations::OutboxEmitted);
     if (!duplicate && idem::settings::outbox_notify())
-        Async_Notify("idem_outbox", text_to_cstring(DatumGetTextPP(e.topic)));
+        Async_Notify("idem_outbox", ""); // no topic: a listener of another role learns nothing
     return result;
 }
 

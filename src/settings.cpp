@@ -118,9 +118,11 @@ Setting table[COUNT] = {
      "event is lost).",
      "on", 0, Kind::Boolean, nullptr, PGC_S_DEFAULT},
     {"idempotency.outbox_notify",
-     "idem_outbox_emit sends NOTIFY idem_outbox with the topic as payload.",
-     "Relays LISTEN instead of polling; every committing transaction that notified takes a "
-     "global lock of the notification queue at commit.",
+     "idem_outbox_emit sends NOTIFY idem_outbox, with an empty payload.",
+     "Relays LISTEN instead of polling and poll their topics on a wake-up (any role may LISTEN: "
+     "the "
+     "payload names no topic); every committing transaction that notified takes a global lock "
+     "of the notification queue at commit.",
      "off", 0, Kind::Boolean, nullptr, PGC_S_DEFAULT},
     {"idempotency.claim_scan", "Plans SELECT ... FROM idem_claim(...) as idem_claim's custom scan.",
      "The custom scan returns the claim's row without the function scan's tuplestore and row "

@@ -59,7 +59,7 @@ func (s *state) answer(ctx context.Context, a *answer, err error) *answer {
 	switch code := sqlstate(err); {
 	case code == "IK003": // another attempt finished first: what it stored
 		var st answer
-		e := s.m.pool.QueryRow(ctx, "SELECT status, headers, body FROM idem_http_answer($1, $2)",
+		e := s.m.pool.QueryRow(ctx, "SELECT status, headers, body FROM idempotency.idem_http_answer($1, $2)",
 			s.Scope, s.Key).Scan(&st.status, &st.headers, &st.body)
 		if e == nil && st.status != nil {
 			return &st

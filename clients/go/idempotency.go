@@ -30,7 +30,7 @@ type Options struct {
 	TTL       time.Duration // how long the record lives (0: the extension's default)
 	Heartbeat time.Duration // TwoPhase: idem_heartbeat every Heartbeat (default Lease / 3)
 	Headers   []string      // response headers stored and replayed (default Content-Type, Location)
-	// Fingerprint returns the JSON bytes hashed by idem_fingerprint(bytea) (default: the body).
+	// Fingerprint returns the JSON bytes hashed by idempotency.idem_fingerprint(bytea) (default: the body).
 	Fingerprint func(r *http.Request, body []byte) []byte
 }
 
@@ -58,7 +58,7 @@ func New(pool *pgxpool.Pool, o Options) func(http.Handler) http.Handler {
 	if m.o.Headers == nil {
 		m.o.Headers = []string{"Content-Type", "Location"}
 	}
-	claim := "idem_claim($1, idem_key_from_header($2), idem_fingerprint($3::bytea)"
+	claim := "idempotency.idem_claim($1, idempotency.idem_key_from_header($2), idempotency.idem_fingerprint($3::bytea)"
 	if m.o.Mode == TwoPhase {
 		if m.o.Lease <= 0 {
 			m.o.Lease = 30 * time.Second
@@ -73,7 +73,7 @@ func New(pool *pgxpool.Pool, o Options) func(http.Handler) http.Handler {
 		m.args = append(m.args, m.o.TTL)
 		claim += ", ttl => $" + strconv.Itoa(3+len(m.args)) + "::interval"
 	}
-	m.claimSQL = "SELECT idem_key_from_header($2), c.outcome, coalesce(c.attempt, 0), c.resource_id, " +
+	m.claimSQL = "SELECT idempotency.idem_key_from_header($2), c.outcome, coalesce(c.attempt, 0), c.resource_id, " +
 		"c.response::text, c.response_status, c.lease_expires_at, c.expires_at, c.response_body, " +
 		"c.response_headers::text FROM " + claim + ") c"
 	return func(next http.Handler) http.Handler {
@@ -215,8 +215,8 @@ func (s *state) claim(ctx context.Context, header string, fp []byte) (*answer, e
 	return &a, q.Scan(&a.status, &a.headers, &a.body)
 }
 
-const answerSQL = `SELECT status, headers, body FROM idem_http_answer(ROW($1::text, $2::int, $3::text,
-	$4::jsonb, $5::int, $6::timestamptz, $7::timestamptz, $8::bytea, $9::jsonb)::idem_claim_result)`
+const answerSQL = `SELECT status, headers, body FROM idempotency.idem_http_answer(ROW($1::text, $2::int, $3::text,
+	$4::jsonb, $5::int, $6::timestamptz, $7::timestamptz, $8::bytea, $9::jsonb)::idempotency.idem_claim_result)`
 
 // values is the one row of a query.
 func values(rows pgx.Rows, err error) ([]interface{}, error) {
@@ -255,7 +255,7 @@ func (s *state) heartbeat(ctx context.Context, cancel func()) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				_, err := s.m.pool.Exec(ctx, "SELECT idem_heartbeat($1, $2, $3, $4::interval)",
+				_, err := s.m.pool.Exec(ctx, "SELECT idempotency.idem_heartbeat($1, $2, $3, $4::interval)",
 					s.Scope, s.Key, s.Attempt, s.m.o.Lease)
 				if sqlstate(err) == "IK002" || sqlstate(err) == "IK003" {
 					cancel()
@@ -267,7 +267,7 @@ func (s *state) heartbeat(ctx context.Context, cancel func()) (stop func()) {
 }
 
 // finish stores the handler's answer: 2xx and 3xx with idem_complete, a final 4xx with
-// idem_fail(retryable => false); with the request's transaction, the statement and COMMIT go in
+// idempotency.idem_fail(retryable => false); with the request's transaction, the statement and COMMIT go in
 // one round trip. A retryable answer (5xx, 408, 409, 425, 429) stores nothing.
 func (s *state) finish(ctx context.Context, rec *recorder) (*answer, error) {
 	a := rec.answer()
@@ -276,11 +276,11 @@ func (s *state) finish(ctx context.Context, rec *recorder) (*answer, error) {
 		return a, nil
 	}
 	stored := rec.stored(s.m.o.Headers)
-	sql := "SELECT idem_complete($1, $2, $3, response_status => $4, response_body => $5, " +
+	sql := "SELECT idempotency.idem_complete($1, $2, $3, response_status => $4, response_body => $5, " +
 		"response_headers => $6, resource_id => $7)"
 	args := []interface{}{s.Scope, s.Key, s.Attempt, *a.status, a.body, stored, s.resource}
 	if *a.status >= 400 {
-		sql = "SELECT idem_fail($1, $2, $3, false, response_status => $4, response_body => $5, " +
+		sql = "SELECT idempotency.idem_fail($1, $2, $3, false, response_status => $4, response_body => $5, " +
 			"response_headers => $6)"
 		args = args[:6]
 	}
@@ -305,7 +305,7 @@ func (s *state) finish(ctx context.Context, rec *recorder) (*answer, error) {
 func (s *state) abort(ctx context.Context) {
 	s.end(ctx, "ROLLBACK")
 	if s.m.o.Mode == TwoPhase && s.Key != "" {
-		s.m.pool.Exec(ctx, "SELECT idem_fail($1, $2, $3, true)", s.Scope, s.Key, s.Attempt)
+		s.m.pool.Exec(ctx, "SELECT idempotency.idem_fail($1, $2, $3, true)", s.Scope, s.Key, s.Attempt)
 	}
 }
 

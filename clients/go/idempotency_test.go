@@ -162,7 +162,7 @@ func TestSingleModeAnswersNotStored(t *testing.T) {
 			one(t, p, "SELECT count(*)::text FROM go_effects WHERE key = $1", k))
 	}
 	// 5xx and 409: rolled back, nothing stored, the retry runs the handler again; a final 4xx is
-	// stored with the handler's writes, replayed, as idem_fail(retryable => false).
+	// stored with the handler's writes, replayed, as idempotency.idem_fail(retryable => false).
 	want := "500 false run 1 attempt 1|500 false run 2 attempt 1|none|0|" +
 		"409 false run 1 attempt 1|409 false run 2 attempt 1|none|0|" +
 		`404 false run 1 attempt 1|404 true run 1 attempt 1|failed false 1 404 {"Location": "/things/1", ` +

@@ -45,7 +45,7 @@ func payTwoPhase(w http.ResponseWriter, r *http.Request) {
 		err = insert(w, r, tx, &charge)
 	}
 	if err != nil {
-		http.Error(w, err.Error(), 500) // 5xx: idem_fail(retryable => true), the key is free again
+		http.Error(w, err.Error(), 500) // 5xx: idempotency.idem_fail(retryable => true), the key is free again
 	}
 }
 

@@ -29,7 +29,7 @@ func webhook(w http.ResponseWriter, r *http.Request) {
 	}
 	h, outcome := r.Header, ""
 	err := pool.BeginFunc(r.Context(), func(tx pgx.Tx) error {
-		err := tx.QueryRow(r.Context(), `SELECT idem_webhook_receive('payments-webhooks', 'standard',
+		err := tx.QueryRow(r.Context(), `SELECT idempotency.idem_webhook_receive('payments-webhooks', 'standard',
 			ARRAY[$1::text], $2, $3::bytea, $4, $5)`, secret, h.Get("webhook-id"), body,
 			h.Get("webhook-signature"), h.Get("webhook-timestamp")).Scan(&outcome)
 		if err == nil && outcome == "new" {

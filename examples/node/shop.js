@@ -80,7 +80,7 @@ async function receiveWebhook(headers, body) {
   try {
     await db.query('BEGIN');
     const { rows: [{ outcome }] } = await db.query(
-      `SELECT idem_webhook_receive('payments-webhooks', 'standard', ARRAY[$1], $2, $3::bytea, $4, $5) AS outcome`,
+      `SELECT idempotency.idem_webhook_receive('payments-webhooks', 'standard', ARRAY[$1], $2, $3::bytea, $4, $5) AS outcome`,
       [WEBHOOK_SECRET, headers['webhook-id'], body, headers['webhook-signature'], headers['webhook-timestamp']]);
     if (outcome === 'new') {
       await db.query('INSERT INTO webhook_events (event_id, type, payment_id) VALUES ($1, $2, $3)',

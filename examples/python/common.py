@@ -38,7 +38,7 @@ INSERT = ("INSERT INTO payments (customer, amount, currency, provider_ref) VALUE
 CHARGE = ("INSERT INTO provider_charges (idempotency_key, amount, currency) VALUES (%s, %s, %s)"
           " ON CONFLICT (idempotency_key) DO NOTHING RETURNING id::text")
 FIND_CHARGE = "SELECT id::text FROM provider_charges WHERE idempotency_key = %s"
-RECEIVE = "SELECT idem_webhook_receive('payments-webhooks', 'standard', ARRAY[%s], %s, %s, %s, %s)"
+RECEIVE = "SELECT idempotency.idem_webhook_receive('payments-webhooks', 'standard', ARRAY[%s], %s, %s, %s, %s)"
 EFFECT = "INSERT INTO webhook_events (event_id, type, payment_id) VALUES (%s, %s, %s)"
 WEBHOOK_STATUS = {"new": 200, "duplicate": 200, "stale": 200, "mismatch": 409}  # else 400
 

@@ -1,22 +1,44 @@
 -- The idempotency extension's install script: the current definition of every object, one
 -- section per feature in the order of docs/ (DEVELOPERS.md "Versions and upgrades"). The
--- Makefile copies it to idempotency--1.1.0.sql. A database of an older version is updated by the
+-- Makefile copies it to idempotency--2.0.0.sql. A database of an older version is updated by the
 -- committed scripts src/sql/idempotency--<A>--<B>.sql; test/run-all upgrade checks that either
 -- way gives the same catalog.
 --
--- The script runs as the superuser who calls CREATE EXTENSION, with the search path set to the
--- extension's schema: every name in it is schema-qualified (test/sql-lint), and every function
--- written in SQL or PL/pgSQL pins its own search path (a procedure that commits, which cannot,
--- pins it at the start of each of its transactions).
+-- The script runs as the superuser who calls CREATE EXTENSION. Every object is created in schema
+-- idempotency, which the script creates and its owner alone may create in (the control file
+-- names pg_catalog, as pg_cron's does: nothing lands in a schema another role owns). Every name
+-- is schema-qualified (test/sql-lint), and every function written in SQL or PL/pgSQL pins its
+-- own search path (a procedure that commits, which cannot, pins it at the start of each of its
+-- transactions).
 \echo Use "CREATE EXTENSION idempotency" to load this file. \quit
 
 -- Schema ------------------------------------------------------------------------------------------
--- The tables live in their own schema; PUBLIC gets no access to it. The functions run their
--- statements as the schema's owner (docs/operations.md "Privileges").
+-- Functions, procedures, views, types and tables live in one schema that the extension creates:
+-- a schema another role made first (say the database owner, to own what a superuser's call
+-- resolves to) stops the installation. PUBLIC may look names up in it (USAGE), never create:
+-- no role but the extension's owner can add an overload beside a function, so no qualified call
+-- (idempotency.idem_claim(...)) can resolve to another role's code. The tables stay closed
+-- (REVOKE ALL on each); the functions run their statements as the schema's owner
+-- (docs/operations.md "Privileges").
+DO $$
+BEGIN
+    IF pg_catalog.to_regnamespace('idempotency') IS NOT NULL THEN
+        RAISE EXCEPTION 'schema "idempotency" already exists (owner %)',
+            (SELECT n.nspowner::pg_catalog.regrole FROM pg_catalog.pg_namespace n
+             WHERE n.nspname OPERATOR(pg_catalog.=) 'idempotency')
+            USING ERRCODE = '42P06',
+                  DETAIL = 'The extension creates its schema itself, so that no other role owns '
+                           'what its functions are found in.',
+                  HINT = 'Drop or rename that schema (after checking what it holds), then run '
+                         'CREATE EXTENSION idempotency again.';
+    END IF;
+END
+$$;
 CREATE SCHEMA idempotency;
 REVOKE ALL ON SCHEMA idempotency FROM PUBLIC;
+GRANT USAGE ON SCHEMA idempotency TO PUBLIC;
 COMMENT ON SCHEMA idempotency IS
-    'Internal storage of the idempotency extension; use the idem_* functions, not these tables.';
+    'The idempotency extension: its idem_* functions, procedures, views and types, and its tables (use the functions, not the tables). Only the extension''s owner may create in it.';
 
 -- Idempotency-Key records (docs/records.md) -------------------------------------------------------
 -- response_body and response_headers: what a replay answers, the exact body bytes (jsonb would
@@ -50,7 +72,7 @@ SELECT pg_catalog.pg_extension_config_dump('idempotency.records', '');
 
 -- idem_claim returns a named row type: the executor takes the row description from the type
 -- cache instead of building it from pg_proc on every call (bench/RESULTS.md "Load and cost").
-CREATE TYPE idem_claim_result AS (
+CREATE TYPE idempotency.idem_claim_result AS (
     outcome          text,
     attempt          integer,
     resource_id      text,
@@ -61,7 +83,7 @@ CREATE TYPE idem_claim_result AS (
     response_body    bytea,
     response_headers jsonb
 );
-COMMENT ON TYPE idem_claim_result IS
+COMMENT ON TYPE idempotency.idem_claim_result IS
     'Result row of idem_claim: outcome (claimed | replayed | in_progress | mismatch | reclaimed), attempt (the fencing token), the stored result of a replay (resource_id, response, response_status, response_body, response_headers), lease_expires_at and expires_at.';
 
 -- The planner fills a call's omitted arguments with their defaults, and every execution of the
@@ -69,47 +91,47 @@ COMMENT ON TYPE idem_claim_result IS
 -- trailing ones that are at their defaults; idem_claim takes an absent argument as its default.
 -- A support function is set by a superuser, as CREATE EXTENSION idempotency is run. The planner
 -- calls it without an EXECUTE check: PUBLIC needs no grant.
-CREATE FUNCTION idem_claim_support(pg_catalog.internal) RETURNS pg_catalog.internal
+CREATE FUNCTION idempotency.idem_claim_support(pg_catalog.internal) RETURNS pg_catalog.internal
 AS 'MODULE_PATHNAME', 'idem_claim_support' LANGUAGE C STRICT;
-COMMENT ON FUNCTION idem_claim_support(internal) IS
+COMMENT ON FUNCTION idempotency.idem_claim_support(internal) IS
     'Planner support of idem_claim: drops the trailing arguments at their defaults from the plan (fewer expressions to evaluate per call).';
 
-CREATE FUNCTION idem_claim(
+CREATE FUNCTION idempotency.idem_claim(
     scope pg_catalog.text, key pg_catalog.text, fingerprint pg_catalog.bytea DEFAULT NULL,
     lease interval DEFAULT NULL, ttl interval DEFAULT NULL, wait boolean DEFAULT true)
-RETURNS @extschema@.idem_claim_result
+RETURNS idempotency.idem_claim_result
 AS 'MODULE_PATHNAME', 'idem_claim' LANGUAGE C VOLATILE PARALLEL UNSAFE
-SUPPORT @extschema@.idem_claim_support;
-COMMENT ON FUNCTION idem_claim(text, text, bytea, interval, interval, boolean) IS
+SUPPORT idempotency.idem_claim_support;
+COMMENT ON FUNCTION idempotency.idem_claim(text, text, bytea, interval, interval, boolean) IS
     'Claims an Idempotency-Key in a scope. outcome: claimed | replayed | in_progress | mismatch | reclaimed; attempt is the fencing token.';
 
-CREATE FUNCTION idem_complete(
+CREATE FUNCTION idempotency.idem_complete(
     scope pg_catalog.text, key pg_catalog.text, attempt integer,
     resource_id pg_catalog.text DEFAULT NULL, response pg_catalog.jsonb DEFAULT NULL,
     response_status integer DEFAULT NULL, response_body pg_catalog.bytea DEFAULT NULL,
     response_headers pg_catalog.jsonb DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'idem_complete' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idem_complete(text, text, integer, text, jsonb, integer, bytea, jsonb) IS
+COMMENT ON FUNCTION idempotency.idem_complete(text, text, integer, text, jsonb, integer, bytea, jsonb) IS
     'Stores the result of the claimed attempt (response_body: the exact body bytes to replay; response_headers: a JSON object of header name to value); true when stored, false when the same result was already stored by this attempt.';
 
-CREATE FUNCTION idem_fail(
+CREATE FUNCTION idempotency.idem_fail(
     scope pg_catalog.text, key pg_catalog.text, attempt integer, retryable boolean DEFAULT true,
     response pg_catalog.jsonb DEFAULT NULL, response_status integer DEFAULT NULL,
     response_body pg_catalog.bytea DEFAULT NULL, response_headers pg_catalog.jsonb DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'idem_fail' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idem_fail(text, text, integer, boolean, jsonb, integer, bytea, jsonb) IS
+COMMENT ON FUNCTION idempotency.idem_fail(text, text, integer, boolean, jsonb, integer, bytea, jsonb) IS
     'Records a failure of the claimed attempt: retryable makes the key claimable again, otherwise the failure (with its response, response_body and response_headers) is replayed like a result.';
 
-CREATE FUNCTION idem_heartbeat(
+CREATE FUNCTION idempotency.idem_heartbeat(
     scope pg_catalog.text, key pg_catalog.text, attempt integer, lease interval DEFAULT NULL)
 RETURNS pg_catalog.timestamptz
 AS 'MODULE_PATHNAME', 'idem_heartbeat' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idem_heartbeat(text, text, integer, interval) IS
+COMMENT ON FUNCTION idempotency.idem_heartbeat(text, text, integer, interval) IS
     'Extends the lease of the claimed attempt and returns the new lease_expires_at.';
 
-CREATE FUNCTION idem_lookup(
+CREATE FUNCTION idempotency.idem_lookup(
     scope pg_catalog.text, key pg_catalog.text,
     OUT status pg_catalog.text, OUT fingerprint pg_catalog.bytea, OUT attempt integer,
     OUT resource_id pg_catalog.text, OUT response pg_catalog.jsonb, OUT response_status integer,
@@ -118,17 +140,17 @@ CREATE FUNCTION idem_lookup(
     OUT response_body pg_catalog.bytea, OUT response_headers pg_catalog.jsonb)
 RETURNS SETOF pg_catalog.record
 AS 'MODULE_PATHNAME', 'idem_lookup' LANGUAGE C STABLE PARALLEL UNSAFE ROWS 1;
-COMMENT ON FUNCTION idem_lookup(text, text) IS
+COMMENT ON FUNCTION idempotency.idem_lookup(text, text) IS
     'Returns the live record of an Idempotency-Key (zero or one row); status: processing | completed | failed.';
 
 -- Every function that reads or changes stored state is not executable by PUBLIC: grant them to a
 -- group role (docs/operations.md "Privileges"; test/tap/operations.sql checks that only the pure
 -- functions are executable by PUBLIC).
-REVOKE EXECUTE ON FUNCTION idem_claim_support(internal),
-    idem_claim(text, text, bytea, interval, interval, boolean),
-    idem_complete(text, text, integer, text, jsonb, integer, bytea, jsonb),
-    idem_fail(text, text, integer, boolean, jsonb, integer, bytea, jsonb),
-    idem_heartbeat(text, text, integer, interval), idem_lookup(text, text)
+REVOKE EXECUTE ON FUNCTION idempotency.idem_claim_support(internal),
+    idempotency.idem_claim(text, text, bytea, interval, interval, boolean),
+    idempotency.idem_complete(text, text, integer, text, jsonb, integer, bytea, jsonb),
+    idempotency.idem_fail(text, text, integer, boolean, jsonb, integer, bytea, jsonb),
+    idempotency.idem_heartbeat(text, text, integer, interval), idempotency.idem_lookup(text, text)
 FROM PUBLIC;
 
 -- The HTTP answer of a claim's outcome or of a key's stored result (docs/records.md "The HTTP
@@ -136,96 +158,96 @@ FROM PUBLIC;
 -- ones) and body bytes, NULLs when the handler must run. The claim form reads only its argument
 -- (PUBLIC may call it); the key form reads the record, as idem_lookup does. A named row type, as
 -- idem_claim's: the executor takes its description from the type cache.
-CREATE TYPE idem_http_answer_result AS (
+CREATE TYPE idempotency.idem_http_answer_result AS (
     status  integer,
     headers pg_catalog.jsonb,
     body    pg_catalog.bytea
 );
-COMMENT ON TYPE idem_http_answer_result IS
+COMMENT ON TYPE idempotency.idem_http_answer_result IS
     'Result row of idem_http_answer: the HTTP status, the headers (a JSON object of name to string) and the body bytes to send; all NULL when the handler must run.';
 
-CREATE FUNCTION idem_http_answer(
-    claim @extschema@.idem_claim_result)
-RETURNS @extschema@.idem_http_answer_result
+CREATE FUNCTION idempotency.idem_http_answer(
+    claim idempotency.idem_claim_result)
+RETURNS idempotency.idem_http_answer_result
 AS 'MODULE_PATHNAME', 'idem_http_answer_claim' LANGUAGE C VOLATILE PARALLEL SAFE;
-COMMENT ON FUNCTION idem_http_answer(idem_claim_result) IS
+COMMENT ON FUNCTION idempotency.idem_http_answer(idempotency.idem_claim_result) IS
     'The HTTP answer of an idem_claim result: NULLs for claimed and reclaimed (run the handler); replayed: the stored status (200 if none), the stored headers with Idempotent-Replayed: true, the stored body bytes (or the jsonb response as text); in_progress: 409 with Retry-After (whole seconds to the lease end, at least 1) and a problem+json body; mismatch: 422 with a problem+json body.';
 
-CREATE FUNCTION idem_http_answer(
+CREATE FUNCTION idempotency.idem_http_answer(
     scope pg_catalog.text, key pg_catalog.text)
-RETURNS @extschema@.idem_http_answer_result
+RETURNS idempotency.idem_http_answer_result
 AS 'MODULE_PATHNAME', 'idem_http_answer_key' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idem_http_answer(text, text) IS
+COMMENT ON FUNCTION idempotency.idem_http_answer(text, text) IS
     'The HTTP answer of what is stored for an Idempotency-Key now, as idem_http_answer of a claim with the same fingerprint would give it (the IK003 path: another attempt finished the operation): a finished operation is replayed, a processing one under a live lease is 409; NULLs when there is nothing to answer (claim the key).';
-REVOKE EXECUTE ON FUNCTION idem_http_answer(text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idempotency.idem_http_answer(text, text) FROM PUBLIC;
 
 -- The Idempotency-Key header (docs/key_header.md) -------------------------------------------------
-CREATE FUNCTION idem_key_from_header(value pg_catalog.text)
+CREATE FUNCTION idempotency.idem_key_from_header(value pg_catalog.text)
 RETURNS pg_catalog.text
 AS 'MODULE_PATHNAME', 'idem_key_from_header' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-COMMENT ON FUNCTION idem_key_from_header(text) IS
+COMMENT ON FUNCTION idempotency.idem_key_from_header(text) IS
     'The key an Idempotency-Key header value carries: an RFC 8941 Structured Field string ("k", the IETF draft''s form; parameters ignored) or an unquoted key (k), the same key either way; 22023 for a malformed value.';
 
 -- Request fingerprints: RFC 8785 JSON Canonicalization Scheme + SHA-256 (docs/fingerprints.md) --
-CREATE FUNCTION idem_canonical_json(doc pg_catalog.jsonb, exact_numbers boolean DEFAULT false)
+CREATE FUNCTION idempotency.idem_canonical_json(doc pg_catalog.jsonb, exact_numbers boolean DEFAULT false)
 RETURNS pg_catalog.text
 AS 'MODULE_PATHNAME', 'idem_canonical_json_jsonb' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-COMMENT ON FUNCTION idem_canonical_json(jsonb, boolean) IS
+COMMENT ON FUNCTION idempotency.idem_canonical_json(jsonb, boolean) IS
     'RFC 8785 (JCS) canonical text of a jsonb value; exact_numbers keeps every decimal digit instead of IEEE-754 doubles.';
 
-CREATE FUNCTION idem_canonical_json(doc pg_catalog.text, exact_numbers boolean DEFAULT false)
+CREATE FUNCTION idempotency.idem_canonical_json(doc pg_catalog.text, exact_numbers boolean DEFAULT false)
 RETURNS pg_catalog.text
 AS 'MODULE_PATHNAME', 'idem_canonical_json_text' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-COMMENT ON FUNCTION idem_canonical_json(text, boolean) IS
+COMMENT ON FUNCTION idempotency.idem_canonical_json(text, boolean) IS
     'RFC 8785 (JCS) canonical text of raw JSON text, parsed strictly as I-JSON (no duplicate names, lone surrogates, NaN/Infinity or invalid UTF-8).';
 
-CREATE FUNCTION idem_fingerprint(doc pg_catalog.jsonb, exclude pg_catalog.text[] DEFAULT NULL,
+CREATE FUNCTION idempotency.idem_fingerprint(doc pg_catalog.jsonb, exclude pg_catalog.text[] DEFAULT NULL,
                                  include pg_catalog.text[] DEFAULT NULL,
                                  exact_numbers boolean DEFAULT false)
 RETURNS pg_catalog.bytea
 AS 'MODULE_PATHNAME', 'idem_fingerprint_jsonb' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-COMMENT ON FUNCTION idem_fingerprint(jsonb, text[], text[], boolean) IS
+COMMENT ON FUNCTION idempotency.idem_fingerprint(jsonb, text[], text[], boolean) IS
     'SHA-256 (32 bytes) of the RFC 8785 canonical form of a jsonb request after dropping the exclude paths and keeping only the include paths; NULL for a NULL document.';
 
-CREATE FUNCTION idem_fingerprint(doc pg_catalog.text, exclude pg_catalog.text[] DEFAULT NULL,
+CREATE FUNCTION idempotency.idem_fingerprint(doc pg_catalog.text, exclude pg_catalog.text[] DEFAULT NULL,
                                  include pg_catalog.text[] DEFAULT NULL,
                                  exact_numbers boolean DEFAULT false)
 RETURNS pg_catalog.bytea
 AS 'MODULE_PATHNAME', 'idem_fingerprint_text' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-COMMENT ON FUNCTION idem_fingerprint(text, text[], text[], boolean) IS
+COMMENT ON FUNCTION idempotency.idem_fingerprint(text, text[], text[], boolean) IS
     'SHA-256 (32 bytes) of the RFC 8785 canonical form of raw JSON text (strict I-JSON) after the exclude/include path filters; NULL for a NULL document.';
 
-CREATE FUNCTION idem_fingerprint(doc pg_catalog.bytea, exclude pg_catalog.text[] DEFAULT NULL,
+CREATE FUNCTION idempotency.idem_fingerprint(doc pg_catalog.bytea, exclude pg_catalog.text[] DEFAULT NULL,
                                  include pg_catalog.text[] DEFAULT NULL,
                                  exact_numbers boolean DEFAULT false)
 RETURNS pg_catalog.bytea
 AS 'MODULE_PATHNAME', 'idem_fingerprint_bytea' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-COMMENT ON FUNCTION idem_fingerprint(bytea, text[], text[], boolean) IS
+COMMENT ON FUNCTION idempotency.idem_fingerprint(bytea, text[], text[], boolean) IS
     'SHA-256 (32 bytes) of the RFC 8785 canonical form of a raw request body given as bytes (UTF-8; invalid UTF-8 is 22021), after the exclude/include path filters; the same digest as the text form of the same JSON; NULL for a NULL document.';
 
 -- Utilities: UUIDv7, HMAC and constant-time comparison (docs/utilities.md) ------------------------
-CREATE FUNCTION idem_uuid_v7()
+CREATE FUNCTION idempotency.idem_uuid_v7()
 RETURNS pg_catalog.uuid
 AS 'MODULE_PATHNAME', 'idem_uuid_v7' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
-COMMENT ON FUNCTION idem_uuid_v7() IS
+COMMENT ON FUNCTION idempotency.idem_uuid_v7() IS
     'A new RFC 9562 version-7 UUID (Unix milliseconds + sequence + 62 random bits), strictly increasing within the session.';
 
-CREATE FUNCTION idem_uuid_v7_time(id pg_catalog.uuid)
+CREATE FUNCTION idempotency.idem_uuid_v7_time(id pg_catalog.uuid)
 RETURNS pg_catalog.timestamptz
 AS 'MODULE_PATHNAME', 'idem_uuid_v7_time' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-COMMENT ON FUNCTION idem_uuid_v7_time(uuid) IS
+COMMENT ON FUNCTION idempotency.idem_uuid_v7_time(uuid) IS
     'The millisecond timestamp embedded in a version-7 UUID; error 22023 for other UUIDs.';
 
-CREATE FUNCTION idem_hmac_sha256(key pg_catalog.bytea, message pg_catalog.bytea)
+CREATE FUNCTION idempotency.idem_hmac_sha256(key pg_catalog.bytea, message pg_catalog.bytea)
 RETURNS pg_catalog.bytea
 AS 'MODULE_PATHNAME', 'idem_hmac_sha256' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-COMMENT ON FUNCTION idem_hmac_sha256(bytea, bytea) IS
+COMMENT ON FUNCTION idempotency.idem_hmac_sha256(bytea, bytea) IS
     'HMAC-SHA256 (RFC 2104, FIPS 180-4) of message under key, 32 bytes.';
 
-CREATE FUNCTION idem_secure_equal(a pg_catalog.bytea, b pg_catalog.bytea)
+CREATE FUNCTION idempotency.idem_secure_equal(a pg_catalog.bytea, b pg_catalog.bytea)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'idem_secure_equal' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-COMMENT ON FUNCTION idem_secure_equal(bytea, bytea) IS
+COMMENT ON FUNCTION idempotency.idem_secure_equal(bytea, bytea) IS
     'Compares two byte strings in time that depends only on their lengths (for signatures and tokens).';
 
 -- Inbox: per-consumer event dedup, a leased work queue, an ordering guard (docs/inbox.md) -------
@@ -280,17 +302,17 @@ COMMENT ON TABLE idempotency.inbox_entities IS
     'Ordering guard: the sequence number of the last event applied per (consumer, entity key), and that event''s id.';
 SELECT pg_catalog.pg_extension_config_dump('idempotency.inbox_entities', '');
 
-CREATE FUNCTION idem_inbox_receive(
+CREATE FUNCTION idempotency.idem_inbox_receive(
     consumer pg_catalog.text, event_id pg_catalog.text, payload_hash pg_catalog.bytea DEFAULT NULL,
     enqueue boolean DEFAULT false, event_type pg_catalog.text DEFAULT NULL,
     payload pg_catalog.bytea DEFAULT NULL, entity_key pg_catalog.text DEFAULT NULL,
     entity_seq bigint DEFAULT NULL, ttl interval DEFAULT NULL)
 RETURNS pg_catalog.text
 AS 'MODULE_PATHNAME', 'idem_inbox_receive' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idem_inbox_receive(text, text, bytea, boolean, text, bytea, text, bigint, interval) IS
+COMMENT ON FUNCTION idempotency.idem_inbox_receive(text, text, bytea, boolean, text, bytea, text, bigint, interval) IS
     'Records an event for a consumer in the caller''s transaction. outcome: new | duplicate | mismatch (same id, different payload hash) | stale (older than the last applied event of its entity). enqueue stores it for idem_inbox_next.';
 
-CREATE FUNCTION idem_inbox_next(
+CREATE FUNCTION idempotency.idem_inbox_next(
     consumer pg_catalog.text, batch_size integer DEFAULT 10, lease interval DEFAULT NULL,
     OUT event_id pg_catalog.text, OUT event_type pg_catalog.text, OUT payload pg_catalog.bytea,
     OUT attempt integer, OUT entity_key pg_catalog.text, OUT entity_seq bigint,
@@ -298,134 +320,134 @@ CREATE FUNCTION idem_inbox_next(
     OUT lease_expires_at pg_catalog.timestamptz)
 RETURNS SETOF pg_catalog.record
 AS 'MODULE_PATHNAME', 'idem_inbox_next' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
-COMMENT ON FUNCTION idem_inbox_next(text, integer, interval) IS
+COMMENT ON FUNCTION idempotency.idem_inbox_next(text, integer, interval) IS
     'Leases up to batch_size queued events of a consumer (and events whose lease expired) with FOR UPDATE SKIP LOCKED, oldest first; attempt is the fencing token for idem_inbox_done / idem_inbox_fail.';
 
-CREATE FUNCTION idem_inbox_done(consumer pg_catalog.text, event_id pg_catalog.text, attempt integer)
+CREATE FUNCTION idempotency.idem_inbox_done(consumer pg_catalog.text, event_id pg_catalog.text, attempt integer)
 RETURNS pg_catalog.text
 AS 'MODULE_PATHNAME', 'idem_inbox_done' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idem_inbox_done(text, text, integer) IS
+COMMENT ON FUNCTION idempotency.idem_inbox_done(text, text, integer) IS
     'Marks a leased event done in the worker''s transaction; returns done, or stale when a newer event of its entity was applied (skip the effect then).';
 
 -- The batch form (a name of its own, as idem_outbox_done_batch).
-CREATE FUNCTION idem_inbox_done_batch(
+CREATE FUNCTION idempotency.idem_inbox_done_batch(
     consumer pg_catalog.text, event_ids pg_catalog.text[], attempts integer[],
     OUT event_id pg_catalog.text, OUT outcome pg_catalog.text)
 RETURNS SETOF pg_catalog.record
 AS 'MODULE_PATHNAME', 'idem_inbox_done_batch' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
-COMMENT ON FUNCTION idem_inbox_done_batch(text, text[], integer[]) IS
+COMMENT ON FUNCTION idempotency.idem_inbox_done_batch(text, text[], integer[]) IS
     'Marks done, in one statement, each event of event_ids leased under the attempt at the same position of attempts; returns (event_id, outcome) for each: done, or stale as idem_inbox_done (the entity guard, in the arrays'' order). An event it cannot finish (fenced, finished, unknown) is left out, never raised.';
 
-CREATE FUNCTION idem_inbox_fail(
+CREATE FUNCTION idempotency.idem_inbox_fail(
     consumer pg_catalog.text, event_id pg_catalog.text, attempt integer,
     retryable boolean DEFAULT true, error pg_catalog.text DEFAULT NULL,
     max_attempts integer DEFAULT NULL)
 RETURNS pg_catalog.text
 AS 'MODULE_PATHNAME', 'idem_inbox_fail' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idem_inbox_fail(text, text, integer, boolean, text, integer) IS
+COMMENT ON FUNCTION idempotency.idem_inbox_fail(text, text, integer, boolean, text, integer) IS
     'Records a failed handling of a leased event; returns received (queued again after a backoff) when retryable and below max_attempts (NULL: idempotency.max_attempts), else failed (dead, kept for inspection).';
 
 REVOKE EXECUTE ON FUNCTION
-    idem_inbox_receive(text, text, bytea, boolean, text, bytea, text, bigint, interval),
-    idem_inbox_next(text, integer, interval), idem_inbox_done(text, text, integer),
-    idem_inbox_done_batch(text, text[], integer[]),
-    idem_inbox_fail(text, text, integer, boolean, text, integer)
+    idempotency.idem_inbox_receive(text, text, bytea, boolean, text, bytea, text, bigint, interval),
+    idempotency.idem_inbox_next(text, integer, interval), idempotency.idem_inbox_done(text, text, integer),
+    idempotency.idem_inbox_done_batch(text, text[], integer[]),
+    idempotency.idem_inbox_fail(text, text, integer, boolean, text, integer)
 FROM PUBLIC;
 
 -- Webhooks: Standard Webhooks and Stripe signatures, a verified receive (docs/webhooks.md) -------
 -- idem_webhook_receive never raises for what the sender controls (src/webhooks.cpp): an event id
 -- that cannot be recorded is the outcome invalid_event_id.
-CREATE FUNCTION idem_webhook_verify_standard(
+CREATE FUNCTION idempotency.idem_webhook_verify_standard(
     secrets pg_catalog.text[], msg_id pg_catalog.text, msg_timestamp pg_catalog.text,
     payload pg_catalog.bytea, signature_header pg_catalog.text,
     tolerance interval DEFAULT NULL, now pg_catalog.timestamptz DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'idem_webhook_verify_standard' LANGUAGE C VOLATILE PARALLEL SAFE;
-COMMENT ON FUNCTION idem_webhook_verify_standard(text[], text, text, bytea, text, interval, timestamptz) IS
+COMMENT ON FUNCTION idempotency.idem_webhook_verify_standard(text[], text, text, bytea, text, interval, timestamptz) IS
     'Standard Webhooks: true when webhook-signature holds a v1 HMAC-SHA256 of msg_id.timestamp.payload under one of the whsec_ secrets and the timestamp is within the tolerance (default idempotency.webhook_tolerance).';
-CREATE FUNCTION idem_webhook_verify_standard(
+CREATE FUNCTION idempotency.idem_webhook_verify_standard(
     secrets pg_catalog.text[], msg_id pg_catalog.text, msg_timestamp pg_catalog.text,
     payload pg_catalog.text, signature_header pg_catalog.text,
     tolerance interval DEFAULT NULL, now pg_catalog.timestamptz DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'idem_webhook_verify_standard' LANGUAGE C VOLATILE PARALLEL SAFE;
-COMMENT ON FUNCTION idem_webhook_verify_standard(text[], text, text, text, text, interval, timestamptz) IS
+COMMENT ON FUNCTION idempotency.idem_webhook_verify_standard(text[], text, text, text, text, interval, timestamptz) IS
     'Standard Webhooks signature check over the raw text bytes of payload (see the bytea form).';
-CREATE FUNCTION idem_webhook_verify_standard(
+CREATE FUNCTION idempotency.idem_webhook_verify_standard(
     secret pg_catalog.text, msg_id pg_catalog.text, msg_timestamp pg_catalog.text,
     payload pg_catalog.bytea, signature_header pg_catalog.text,
     tolerance interval DEFAULT NULL, now pg_catalog.timestamptz DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'idem_webhook_verify_standard_1' LANGUAGE C VOLATILE PARALLEL SAFE;
-COMMENT ON FUNCTION idem_webhook_verify_standard(text, text, text, bytea, text, interval, timestamptz) IS
+COMMENT ON FUNCTION idempotency.idem_webhook_verify_standard(text, text, text, bytea, text, interval, timestamptz) IS
     'Standard Webhooks signature check with one secret (see the text[] form).';
-CREATE FUNCTION idem_webhook_verify_standard(
+CREATE FUNCTION idempotency.idem_webhook_verify_standard(
     secret pg_catalog.text, msg_id pg_catalog.text, msg_timestamp pg_catalog.text,
     payload pg_catalog.text, signature_header pg_catalog.text,
     tolerance interval DEFAULT NULL, now pg_catalog.timestamptz DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'idem_webhook_verify_standard_1' LANGUAGE C VOLATILE PARALLEL SAFE;
-COMMENT ON FUNCTION idem_webhook_verify_standard(text, text, text, text, text, interval, timestamptz) IS
+COMMENT ON FUNCTION idempotency.idem_webhook_verify_standard(text, text, text, text, text, interval, timestamptz) IS
     'Standard Webhooks signature check with one secret over the raw text bytes of payload.';
 
-CREATE FUNCTION idem_webhook_verify_stripe(
+CREATE FUNCTION idempotency.idem_webhook_verify_stripe(
     secrets pg_catalog.text[], header pg_catalog.text, payload pg_catalog.bytea,
     tolerance interval DEFAULT NULL, now pg_catalog.timestamptz DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'idem_webhook_verify_stripe' LANGUAGE C VOLATILE PARALLEL SAFE;
-COMMENT ON FUNCTION idem_webhook_verify_stripe(text[], text, bytea, interval, timestamptz) IS
+COMMENT ON FUNCTION idempotency.idem_webhook_verify_stripe(text[], text, bytea, interval, timestamptz) IS
     'Stripe-style: true when the header t=<seconds>,v1=<hex> holds an HMAC-SHA256 of t.payload under one of the secrets (used as raw bytes) and t is within the tolerance.';
-CREATE FUNCTION idem_webhook_verify_stripe(
+CREATE FUNCTION idempotency.idem_webhook_verify_stripe(
     secrets pg_catalog.text[], header pg_catalog.text, payload pg_catalog.text,
     tolerance interval DEFAULT NULL, now pg_catalog.timestamptz DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'idem_webhook_verify_stripe' LANGUAGE C VOLATILE PARALLEL SAFE;
-COMMENT ON FUNCTION idem_webhook_verify_stripe(text[], text, text, interval, timestamptz) IS
+COMMENT ON FUNCTION idempotency.idem_webhook_verify_stripe(text[], text, text, interval, timestamptz) IS
     'Stripe-style signature check over the raw text bytes of payload (see the bytea form).';
-CREATE FUNCTION idem_webhook_verify_stripe(
+CREATE FUNCTION idempotency.idem_webhook_verify_stripe(
     secret pg_catalog.text, header pg_catalog.text, payload pg_catalog.bytea,
     tolerance interval DEFAULT NULL, now pg_catalog.timestamptz DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'idem_webhook_verify_stripe_1' LANGUAGE C VOLATILE PARALLEL SAFE;
-COMMENT ON FUNCTION idem_webhook_verify_stripe(text, text, bytea, interval, timestamptz) IS
+COMMENT ON FUNCTION idempotency.idem_webhook_verify_stripe(text, text, bytea, interval, timestamptz) IS
     'Stripe-style signature check with one secret (see the text[] form).';
-CREATE FUNCTION idem_webhook_verify_stripe(
+CREATE FUNCTION idempotency.idem_webhook_verify_stripe(
     secret pg_catalog.text, header pg_catalog.text, payload pg_catalog.text,
     tolerance interval DEFAULT NULL, now pg_catalog.timestamptz DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'idem_webhook_verify_stripe_1' LANGUAGE C VOLATILE PARALLEL SAFE;
-COMMENT ON FUNCTION idem_webhook_verify_stripe(text, text, text, interval, timestamptz) IS
+COMMENT ON FUNCTION idempotency.idem_webhook_verify_stripe(text, text, text, interval, timestamptz) IS
     'Stripe-style signature check with one secret over the raw text bytes of payload.';
 
-CREATE FUNCTION idem_webhook_sign_standard(
+CREATE FUNCTION idempotency.idem_webhook_sign_standard(
     secret pg_catalog.text, msg_id pg_catalog.text, msg_timestamp pg_catalog.text,
     payload pg_catalog.bytea)
 RETURNS pg_catalog.text
 AS 'MODULE_PATHNAME', 'idem_webhook_sign_standard' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-COMMENT ON FUNCTION idem_webhook_sign_standard(text, text, text, bytea) IS
+COMMENT ON FUNCTION idempotency.idem_webhook_sign_standard(text, text, text, bytea) IS
     'The webhook-signature value v1,<base64> a Standard Webhooks sender computes (for senders and tests).';
-CREATE FUNCTION idem_webhook_sign_standard(
+CREATE FUNCTION idempotency.idem_webhook_sign_standard(
     secret pg_catalog.text, msg_id pg_catalog.text, msg_timestamp pg_catalog.text,
     payload pg_catalog.text)
 RETURNS pg_catalog.text
 AS 'MODULE_PATHNAME', 'idem_webhook_sign_standard' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-COMMENT ON FUNCTION idem_webhook_sign_standard(text, text, text, text) IS
+COMMENT ON FUNCTION idempotency.idem_webhook_sign_standard(text, text, text, text) IS
     'The Standard Webhooks v1,<base64> signature over the raw text bytes of payload.';
 
-CREATE FUNCTION idem_webhook_sign_stripe(secret pg_catalog.text, msg_timestamp bigint,
+CREATE FUNCTION idempotency.idem_webhook_sign_stripe(secret pg_catalog.text, msg_timestamp bigint,
 payload pg_catalog.bytea)
 RETURNS pg_catalog.text
 AS 'MODULE_PATHNAME', 'idem_webhook_sign_stripe' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-COMMENT ON FUNCTION idem_webhook_sign_stripe(text, bigint, bytea) IS
+COMMENT ON FUNCTION idempotency.idem_webhook_sign_stripe(text, bigint, bytea) IS
     'The Stripe-style header value t=<timestamp>,v1=<hex> (for senders and tests).';
-CREATE FUNCTION idem_webhook_sign_stripe(secret pg_catalog.text, msg_timestamp bigint,
+CREATE FUNCTION idempotency.idem_webhook_sign_stripe(secret pg_catalog.text, msg_timestamp bigint,
 payload pg_catalog.text)
 RETURNS pg_catalog.text
 AS 'MODULE_PATHNAME', 'idem_webhook_sign_stripe' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-COMMENT ON FUNCTION idem_webhook_sign_stripe(text, bigint, text) IS
+COMMENT ON FUNCTION idempotency.idem_webhook_sign_stripe(text, bigint, text) IS
     'The Stripe-style header value over the raw text bytes of payload.';
 
-CREATE FUNCTION idem_webhook_receive(
+CREATE FUNCTION idempotency.idem_webhook_receive(
     consumer pg_catalog.text, scheme pg_catalog.text, secrets pg_catalog.text[],
     event_id pg_catalog.text, payload pg_catalog.bytea,
     signature_header pg_catalog.text, msg_timestamp pg_catalog.text DEFAULT NULL,
@@ -436,9 +458,9 @@ CREATE FUNCTION idem_webhook_receive(
     now pg_catalog.timestamptz DEFAULT NULL)
 RETURNS pg_catalog.text
 AS 'MODULE_PATHNAME', 'idem_webhook_receive' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idem_webhook_receive(text, text, text[], text, bytea, text, text, text, boolean, text, bigint, interval, interval, timestamptz) IS
+COMMENT ON FUNCTION idempotency.idem_webhook_receive(text, text, text[], text, bytea, text, text, text, boolean, text, bigint, interval, interval, timestamptz) IS
     'Verifies a webhook (scheme standard | stripe) and records it in the inbox with the SHA-256 of the payload as its hash. outcome: invalid_signature | stale_timestamp | invalid_event_id (nothing written) | new | duplicate | mismatch | stale. What the sender controls never raises.';
-CREATE FUNCTION idem_webhook_receive(
+CREATE FUNCTION idempotency.idem_webhook_receive(
     consumer pg_catalog.text, scheme pg_catalog.text, secrets pg_catalog.text[],
     event_id pg_catalog.text, payload pg_catalog.text,
     signature_header pg_catalog.text, msg_timestamp pg_catalog.text DEFAULT NULL,
@@ -449,13 +471,13 @@ CREATE FUNCTION idem_webhook_receive(
     now pg_catalog.timestamptz DEFAULT NULL)
 RETURNS pg_catalog.text
 AS 'MODULE_PATHNAME', 'idem_webhook_receive' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idem_webhook_receive(text, text, text[], text, text, text, text, text, boolean, text, bigint, interval, interval, timestamptz) IS
+COMMENT ON FUNCTION idempotency.idem_webhook_receive(text, text, text[], text, text, text, text, text, boolean, text, bigint, interval, interval, timestamptz) IS
     'Verifies a webhook and records it in the inbox; payload given as text, signed and stored as its raw bytes. outcome as for the bytea form.';
 
 REVOKE EXECUTE ON FUNCTION
-    idem_webhook_receive(text, text, text[], text, bytea, text, text, text, boolean, text, bigint,
+    idempotency.idem_webhook_receive(text, text, text[], text, bytea, text, text, text, boolean, text, bigint,
                          interval, interval, timestamptz),
-    idem_webhook_receive(text, text, text[], text, text, text, text, text, boolean, text, bigint,
+    idempotency.idem_webhook_receive(text, text, text[], text, text, text, text, text, boolean, text, bigint,
                          interval, interval, timestamptz)
 FROM PUBLIC;
 
@@ -510,36 +532,54 @@ COMMENT ON INDEX idempotency.outbox_dedup IS
 SELECT pg_catalog.pg_extension_config_dump('idempotency.outbox', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.outbox_seq', '');
 
-CREATE FUNCTION idem_outbox_emit(
+-- The per-key lock's secret (docs/security.md "What pg_locks shows"). An emit with a key locks
+-- the first 8 bytes of HMAC-SHA256(secret, topic, NUL, key) as an advisory lock: pg_locks, which
+-- every role may read, then tells no role which topic and key are being emitted, and a guess
+-- cannot be confirmed without the secret. One row, drawn at installation from the server's
+-- strong random source (gen_random_uuid: 244 random bits); readable by the extension's owner
+-- only, and not dumped (a restored database draws its own, which changes no stored state).
+CREATE TABLE idempotency.outbox_key_lock (
+    one    boolean PRIMARY KEY DEFAULT true CHECK (one),
+    secret bytea   NOT NULL CHECK (pg_catalog.octet_length(secret) = 32)
+);
+INSERT INTO idempotency.outbox_key_lock (secret)
+SELECT pg_catalog.sha256(pg_catalog.convert_to(pg_catalog.gen_random_uuid()::pg_catalog.text
+                                               OPERATOR(pg_catalog.||) pg_catalog.gen_random_uuid()::pg_catalog.text,
+                                               'UTF8'));
+REVOKE ALL ON idempotency.outbox_key_lock FROM PUBLIC;
+COMMENT ON TABLE idempotency.outbox_key_lock IS
+    'The secret of the outbox''s per-key lock: an emit with a key takes an advisory lock on HMAC-SHA256(secret, topic, key), so pg_locks reveals no topic or key.';
+
+CREATE FUNCTION idempotency.idem_outbox_emit(
     topic pg_catalog.text, payload pg_catalog.jsonb, key pg_catalog.text DEFAULT NULL,
     dedup_key pg_catalog.text DEFAULT NULL,
     headers pg_catalog.jsonb DEFAULT NULL, deliver_after interval DEFAULT NULL)
 RETURNS pg_catalog.uuid
 AS 'MODULE_PATHNAME', 'idem_outbox_emit' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idem_outbox_emit(text, jsonb, text, text, jsonb, interval) IS
+COMMENT ON FUNCTION idempotency.idem_outbox_emit(text, jsonb, text, text, jsonb, interval) IS
     'Writes an outbox event in the caller''s transaction and returns its id (UUIDv7). key orders the events of one aggregate; a second emit with the same topic and dedup_key, while the first event is kept, writes nothing and returns the first id. deliver_after delays the first hand-out.';
 
-CREATE FUNCTION idem_outbox_emit(
+CREATE FUNCTION idempotency.idem_outbox_emit(
     topic pg_catalog.text, payload pg_catalog.bytea, key pg_catalog.text DEFAULT NULL,
     dedup_key pg_catalog.text DEFAULT NULL,
     headers pg_catalog.jsonb DEFAULT NULL, deliver_after interval DEFAULT NULL)
 RETURNS pg_catalog.uuid
 AS 'MODULE_PATHNAME', 'idem_outbox_emit_bytes' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idem_outbox_emit(text, bytea, text, text, jsonb, interval) IS
+COMMENT ON FUNCTION idempotency.idem_outbox_emit(text, bytea, text, text, jsonb, interval) IS
     'idem_outbox_emit for a body that is not JSON (protobuf, Avro, a signed webhook body): idem_outbox_next returns it in payload_bytes, payload NULL.';
 
 -- The text overload: an untyped literal or a driver's text parameter would otherwise be
 -- ambiguous between jsonb and bytea.
-CREATE FUNCTION idem_outbox_emit(
+CREATE FUNCTION idempotency.idem_outbox_emit(
     topic pg_catalog.text, payload pg_catalog.text, key pg_catalog.text DEFAULT NULL,
     dedup_key pg_catalog.text DEFAULT NULL,
     headers pg_catalog.jsonb DEFAULT NULL, deliver_after interval DEFAULT NULL)
 RETURNS pg_catalog.uuid
 AS 'MODULE_PATHNAME', 'idem_outbox_emit_text' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idem_outbox_emit(text, text, text, text, jsonb, interval) IS
+COMMENT ON FUNCTION idempotency.idem_outbox_emit(text, text, text, text, jsonb, interval) IS
     'idem_outbox_emit of JSON text (an untyped literal, a driver''s text parameter): parsed as jsonb, 22P02 when it is not JSON.';
 
-CREATE FUNCTION idem_outbox_next(
+CREATE FUNCTION idempotency.idem_outbox_next(
     topic pg_catalog.text, batch_size integer DEFAULT 100, lease interval DEFAULT NULL,
     OUT event_id pg_catalog.uuid, OUT key pg_catalog.text, OUT payload pg_catalog.jsonb,
     OUT headers pg_catalog.jsonb, OUT attempt integer,
@@ -548,56 +588,56 @@ CREATE FUNCTION idem_outbox_next(
     OUT dedup_key pg_catalog.text)
 RETURNS SETOF pg_catalog.record
 AS 'MODULE_PATHNAME', 'idem_outbox_next' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
-COMMENT ON FUNCTION idem_outbox_next(text, integer, interval) IS
+COMMENT ON FUNCTION idempotency.idem_outbox_next(text, integer, interval) IS
     'Leases up to batch_size events of a topic (FOR UPDATE SKIP LOCKED) in emit order: an event of a key only when every earlier event of its key is done (or dead, with idempotency.outbox_dead_blocks_key off). attempt is the fencing token for idem_outbox_done / idem_outbox_fail.';
 
-CREATE FUNCTION idem_outbox_done(
+CREATE FUNCTION idempotency.idem_outbox_done(
     event_id pg_catalog.uuid, attempt integer, topic pg_catalog.text DEFAULT NULL)
 RETURNS pg_catalog.text
 AS 'MODULE_PATHNAME', 'idem_outbox_done' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idem_outbox_done(uuid, integer, text) IS
+COMMENT ON FUNCTION idempotency.idem_outbox_done(uuid, integer, text) IS
     'Marks a leased event done (returns done); IK002 when attempt no longer owns it. topic is optional (on Citus it routes the call to the shard of the topic).';
 
 -- The batch form: one statement for a relay's batch, each event fenced by its own attempt. A
 -- name of its own, not an overload: a driver's untyped parameters ($1, $2) would be ambiguous.
-CREATE FUNCTION idem_outbox_done_batch(
+CREATE FUNCTION idempotency.idem_outbox_done_batch(
     event_ids pg_catalog.uuid[], attempts integer[], topic pg_catalog.text DEFAULT NULL,
     OUT event_id pg_catalog.uuid)
 RETURNS SETOF pg_catalog.uuid
 AS 'MODULE_PATHNAME', 'idem_outbox_done_batch' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
-COMMENT ON FUNCTION idem_outbox_done_batch(uuid[], integer[], text) IS
+COMMENT ON FUNCTION idempotency.idem_outbox_done_batch(uuid[], integer[], text) IS
     'Marks done each event of event_ids that is leased under the attempt at the same position of attempts, in one statement; returns the ids it finished. An event it cannot finish (fenced, already finished, unknown) is left out, never raised: the rest of the batch is done.';
 
-CREATE FUNCTION idem_outbox_fail(
+CREATE FUNCTION idempotency.idem_outbox_fail(
     event_id pg_catalog.uuid, attempt integer, retryable boolean DEFAULT true,
     error pg_catalog.text DEFAULT NULL, topic pg_catalog.text DEFAULT NULL)
 RETURNS pg_catalog.text
 AS 'MODULE_PATHNAME', 'idem_outbox_fail' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idem_outbox_fail(uuid, integer, boolean, text, text) IS
+COMMENT ON FUNCTION idempotency.idem_outbox_fail(uuid, integer, boolean, text, text) IS
     'Records a failed delivery of a leased event: pending (handed out again after a backoff) when retryable and below idempotency.max_attempts, else dead (kept with error).';
 
-CREATE FUNCTION idem_outbox_fail_batch(
+CREATE FUNCTION idempotency.idem_outbox_fail_batch(
     event_ids pg_catalog.uuid[], attempts integer[], retryable boolean DEFAULT true,
     error pg_catalog.text DEFAULT NULL, topic pg_catalog.text DEFAULT NULL,
     OUT event_id pg_catalog.uuid, OUT status pg_catalog.text)
 RETURNS SETOF pg_catalog.record
 AS 'MODULE_PATHNAME', 'idem_outbox_fail_batch' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 100;
-COMMENT ON FUNCTION idem_outbox_fail_batch(uuid[], integer[], boolean, text, text) IS
+COMMENT ON FUNCTION idempotency.idem_outbox_fail_batch(uuid[], integer[], boolean, text, text) IS
     'Records a failed delivery of each event of event_ids leased under the attempt at the same position of attempts, as idem_outbox_fail does (one error for the batch); returns (event_id, status) for each: pending (after its backoff) or dead. An event it cannot fail (fenced, finished, unknown) is left out, never raised.';
 
-CREATE FUNCTION idem_outbox_requeue(event_id pg_catalog.uuid, topic pg_catalog.text DEFAULT NULL)
+CREATE FUNCTION idempotency.idem_outbox_requeue(event_id pg_catalog.uuid, topic pg_catalog.text DEFAULT NULL)
 RETURNS pg_catalog.text
 AS 'MODULE_PATHNAME', 'idem_outbox_requeue' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idem_outbox_requeue(uuid, text) IS
+COMMENT ON FUNCTION idempotency.idem_outbox_requeue(uuid, text) IS
     'Brings a dead event back (pending at once, a new budget of idempotency.max_attempts); returns pending. 55000 when the event is not dead.';
 
-REVOKE EXECUTE ON FUNCTION idem_outbox_emit(text, jsonb, text, text, jsonb, interval),
-    idem_outbox_emit(text, bytea, text, text, jsonb, interval),
-    idem_outbox_emit(text, text, text, text, jsonb, interval),
-    idem_outbox_next(text, integer, interval), idem_outbox_done(uuid, integer, text),
-    idem_outbox_done_batch(uuid[], integer[], text),
-    idem_outbox_fail(uuid, integer, boolean, text, text),
-    idem_outbox_fail_batch(uuid[], integer[], boolean, text, text), idem_outbox_requeue(uuid, text)
+REVOKE EXECUTE ON FUNCTION idempotency.idem_outbox_emit(text, jsonb, text, text, jsonb, interval),
+    idempotency.idem_outbox_emit(text, bytea, text, text, jsonb, interval),
+    idempotency.idem_outbox_emit(text, text, text, text, jsonb, interval),
+    idempotency.idem_outbox_next(text, integer, interval), idempotency.idem_outbox_done(uuid, integer, text),
+    idempotency.idem_outbox_done_batch(uuid[], integer[], text),
+    idempotency.idem_outbox_fail(uuid, integer, boolean, text, text),
+    idempotency.idem_outbox_fail_batch(uuid[], integer[], boolean, text, text), idempotency.idem_outbox_requeue(uuid, text)
 FROM PUBLIC;
 
 -- Lifecycle: stuck operations, retention, purging, pg_cron (docs/lifecycle.md) ------------------
@@ -607,7 +647,7 @@ FROM PUBLIC;
 -- provider, then idem_complete / idem_fail it (after reclaiming it with idem_claim). C, checking
 -- as its caller (src/tenants_stuck.cpp): with scope bindings it lists only the records of the
 -- scopes the caller may use.
-CREATE FUNCTION idem_stuck(
+CREATE FUNCTION idempotency.idem_stuck(
     older_than interval DEFAULT '0',
     OUT scope pg_catalog.text, OUT key pg_catalog.text, OUT attempt integer,
     OUT fingerprint pg_catalog.bytea, OUT created_at pg_catalog.timestamptz,
@@ -615,20 +655,20 @@ CREATE FUNCTION idem_stuck(
     OUT expires_at pg_catalog.timestamptz)
 RETURNS SETOF pg_catalog.record
 AS 'MODULE_PATHNAME', 'idem_stuck' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION idem_stuck(interval) IS
+COMMENT ON FUNCTION idempotency.idem_stuck(interval) IS
     'Processing records whose lease expired at least older_than ago (outcome unknown: reconcile, then complete or fail); with scope bindings, only those of scopes the caller may use.';
 
 -- One bounded, non-waiting purge step on one table (records | inbox | outbox): deletes at most
 -- batch_size expired rows found after ctid "after" and returns how many it deleted and the ctid
 -- to continue after (NULL once the end of the table was reached). idem_purge and
 -- idem_purge_loop repeat it.
-CREATE FUNCTION idem_purge_batch(
+CREATE FUNCTION idempotency.idem_purge_batch(
     target pg_catalog.text, batch_size integer, after pg_catalog.tid DEFAULT '(0,0)',
     include_stuck boolean DEFAULT false, stuck_older_than interval DEFAULT '0',
     OUT deleted integer, OUT last pg_catalog.tid)
 RETURNS pg_catalog.record
 AS 'MODULE_PATHNAME', 'idem_purge_batch' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idem_purge_batch(text, integer, tid, boolean, interval) IS
+COMMENT ON FUNCTION idempotency.idem_purge_batch(text, integer, tid, boolean, interval) IS
     'One purge step of records, inbox or outbox: at most batch_size expired rows after ctid "after", SKIP LOCKED; last is where to continue (NULL: end of table).';
 
 -- Deletes expired rows in one transaction: finished records past their TTL, settled inbox
@@ -636,7 +676,7 @@ COMMENT ON FUNCTION idem_purge_batch(text, integer, tid, boolean, interval) IS
 -- batch_size rows per table per iteration, until nothing is left or max_batches iterations ran.
 -- Never a record with a live lease; stuck records only with include_stuck. Pending, leased and
 -- dead outbox events are never purged. Returns the number of rows deleted.
-CREATE FUNCTION idem_purge(
+CREATE FUNCTION idempotency.idem_purge(
     batch_size integer DEFAULT 1000, max_batches integer DEFAULT NULL,
     include_stuck boolean DEFAULT false, stuck_older_than interval DEFAULT '0')
 RETURNS bigint
@@ -658,7 +698,7 @@ BEGIN
         more := false;
         FOR i IN 1 .. pg_catalog.array_length(targets, 1) LOOP
             CONTINUE WHEN pos[i] IS NULL;
-            step := @extschema@.idem_purge_batch(targets[i], batch_size, pos[i], include_stuck,
+            step := idempotency.idem_purge_batch(targets[i], batch_size, pos[i], include_stuck,
                                                  stuck_older_than);
             total := total + step.deleted;
             pos[i] := step.last;
@@ -670,7 +710,7 @@ BEGIN
     RETURN total;
 END
 $$;
-COMMENT ON FUNCTION idem_purge(integer, integer, boolean, interval) IS
+COMMENT ON FUNCTION idempotency.idem_purge(integer, integer, boolean, interval) IS
     'Deletes expired finished records, settled inbox entries and done outbox events past idempotency.outbox_ttl in bounded SKIP LOCKED batches (one transaction); returns the count. For scheduled purging use CALL idem_purge_loop().';
 
 -- The same as idem_purge, but commits after every iteration so that no lock is held for longer
@@ -680,7 +720,7 @@ COMMENT ON FUNCTION idem_purge(integer, integer, boolean, interval) IS
 -- that commits cannot have a SET clause: each of its transactions starts by pinning the search
 -- path (set_config local ends with the transaction), and every name in it is qualified (pg_cron
 -- runs it under the target database's search_path, which that database's owner may set).
-CREATE PROCEDURE @extschema@.idem_purge_loop(
+CREATE PROCEDURE idempotency.idem_purge_loop(
     batch_size integer DEFAULT 1000, max_duration interval DEFAULT '4 minutes',
     include_stuck boolean DEFAULT false, stuck_older_than interval DEFAULT '0',
     pause interval DEFAULT '0', INOUT deleted bigint DEFAULT NULL)
@@ -717,7 +757,7 @@ BEGIN
         FOR w IN EXECUTE 'SELECT nodename, nodeport, success, result FROM pg_catalog.run_command_on_workers($1)'
             USING pg_catalog.format('CALL %I.idem_purge_shards(batch_size => %s, max_duration => %L, '
                                     'include_stuck => %L, stuck_older_than => %L)',
-                                    '@extschema@', batch_size, max_duration, include_stuck, stuck_older_than)
+                                    'idempotency', batch_size, max_duration, include_stuck, stuck_older_than)
         LOOP
             IF w.success AND w.result OPERATOR(pg_catalog.~) '^[0-9]+$' THEN
                 deleted := deleted OPERATOR(pg_catalog.+) w.result::bigint;
@@ -725,7 +765,7 @@ BEGIN
                 RAISE WARNING 'idem_purge_loop: the purge of worker %:% failed: %', w.nodename, w.nodeport, w.result;
             END IF;
         END LOOP;
-        CALL @extschema@.idem_purge_shards(batch_size, max_duration, include_stuck, stuck_older_than, here);
+        CALL idempotency.idem_purge_shards(batch_size, max_duration, include_stuck, stuck_older_than, here);
         deleted := deleted OPERATOR(pg_catalog.+) here;
         RETURN;
     END IF;
@@ -735,7 +775,7 @@ BEGIN
         more := false;
         FOR i IN 1 .. pg_catalog.array_length(targets, 1) LOOP
             CONTINUE WHEN pos[i] IS NULL;
-            step := @extschema@.idem_purge_batch(targets[i], batch_size, pos[i], include_stuck,
+            step := idempotency.idem_purge_batch(targets[i], batch_size, pos[i], include_stuck,
                                                  stuck_older_than);
             deleted := deleted OPERATOR(pg_catalog.+) step.deleted;
             pos[i] := step.last;
@@ -750,7 +790,7 @@ BEGIN
     END LOOP;
 END
 $$;
-COMMENT ON PROCEDURE idem_purge_loop(integer, interval, boolean, interval, interval, bigint) IS
+COMMENT ON PROCEDURE idempotency.idem_purge_loop(integer, interval, boolean, interval, interval, bigint) IS
     'Purges like idem_purge, committing after every batch (no long-held locks), for at most max_duration; the procedure the pg_cron job calls. On a Citus coordinator it purges the shards of every worker (idem_purge_shards).';
 
 -- Raises 55000 unless pg_cron can manage jobs from here: pg_cron is loaded
@@ -760,7 +800,7 @@ COMMENT ON PROCEDURE idem_purge_loop(integer, interval, boolean, interval, inter
 -- the database cron.database_name names). cron_sql, when given, is the statement to run in the
 -- cron database (the hint shows it). Executable by PUBLIC (it reads no stored state): the
 -- functions that call it run with their caller's rights.
-CREATE FUNCTION @extschema@.idem_require_pg_cron(cron_sql pg_catalog.text DEFAULT NULL)
+CREATE FUNCTION idempotency.idem_require_pg_cron(cron_sql pg_catalog.text DEFAULT NULL)
 RETURNS pg_catalog.void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -792,7 +832,7 @@ BEGIN
             USING ERRCODE = '55000',
                   HINT = 'Add pg_cron to shared_preload_libraries, set cron.database_name, '
                          'restart the server, and run CREATE EXTENSION pg_cron in that database; '
-                         'or run CALL idem_purge_loop() from any other scheduler.';
+                         'or run CALL idempotency.idem_purge_loop() from any other scheduler.';
     END IF;
     IF pg_catalog.current_database() OPERATOR(pg_catalog.<>) cron_db THEN
         RAISE EXCEPTION 'pg_cron jobs are managed from database "%", not "%"',
@@ -810,7 +850,7 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION idem_require_pg_cron(text) IS
+COMMENT ON FUNCTION idempotency.idem_require_pg_cron(text) IS
     'Checks that pg_cron can manage jobs from this database: raises 55000 unless pg_cron is loaded (cron.database_name), this is its database and the pg_cron extension is installed; cron_sql, when given, is shown in the hint as the statement to run there. idem_schedule_purge and idem_unschedule_purge call it.';
 
 -- Registers (or updates) the pg_cron job 'idempotency-purge:<database>' that runs
@@ -824,7 +864,7 @@ COMMENT ON FUNCTION idem_require_pg_cron(text) IS
 -- nothing but EXECUTE on idem_purge_loop and idem_purge_batch and LOGIN (docs/lifecycle.md);
 -- pg_cron lets only a superuser schedule a job for another role. A job of the same name under
 -- another user is replaced, never left beside the new one.
-CREATE FUNCTION @extschema@.idem_schedule_purge(
+CREATE FUNCTION idempotency.idem_schedule_purge(
     schedule pg_catalog.text DEFAULT '*/5 * * * *',
     database pg_catalog.name DEFAULT pg_catalog.current_database(),
     batch_size integer DEFAULT 1000, run_as pg_catalog.name DEFAULT NULL)
@@ -866,14 +906,14 @@ BEGIN
         'END IF; '
         'CALL %I.idem_purge_loop(%s, interval ''4 minutes'', false, interval ''0'', interval ''0'', deleted); '
         'END$idem_purge$',
-        pg_catalog.quote_ident('@extschema@') OPERATOR(pg_catalog.||)
+        pg_catalog.quote_ident('idempotency') OPERATOR(pg_catalog.||)
             '.idem_purge_loop(integer,interval,boolean,interval,interval,bigint)',
-        '@extschema@', '@extschema@', batch_size);
-    cron_sql := pg_catalog.format('SELECT %I.idem_schedule_purge(%L, %L, %s%s);', '@extschema@',
+        'idempotency', 'idempotency', batch_size);
+    cron_sql := pg_catalog.format('SELECT %I.idem_schedule_purge(%L, %L, %s%s);', 'idempotency',
                                   schedule, database, batch_size,
                                   CASE WHEN run_as IS NULL THEN ''
                                        ELSE pg_catalog.format(', run_as => %L', run_as) END);
-    PERFORM @extschema@.idem_require_pg_cron(cron_sql);
+    PERFORM idempotency.idem_require_pg_cron(cron_sql);
     -- one job per database: the same name under another user is replaced (pg_cron keys its
     -- jobs by name and user); only a superuser may touch another user's job
     IF EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) current_user
@@ -891,12 +931,12 @@ BEGIN
     RETURN jobid;
 END
 $$;
-COMMENT ON FUNCTION @extschema@.idem_schedule_purge(text, name, integer, name) IS
+COMMENT ON FUNCTION idempotency.idem_schedule_purge(text, name, integer, name) IS
     'Registers or updates the pg_cron job idempotency-purge:<database>, which runs the extension''s idem_purge_loop there (and nothing else: 55000 when it is not installed); run_as: the role the job runs as (a superuser may name another role); run it in the cron database.';
 
 -- Removes the pg_cron job of database, whichever user it runs as (another user's only for a
 -- superuser, as pg_cron allows); false when there was none.
-CREATE FUNCTION @extschema@.idem_unschedule_purge(
+CREATE FUNCTION idempotency.idem_unschedule_purge(
     database pg_catalog.name DEFAULT pg_catalog.current_database())
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
@@ -915,8 +955,8 @@ BEGIN
             USING ERRCODE = '25006', HINT = 'Run it on the primary.';
     END IF;
     job_name := 'idempotency-purge:' OPERATOR(pg_catalog.||) database;
-    PERFORM @extschema@.idem_require_pg_cron(pg_catalog.format('SELECT %I.idem_unschedule_purge(%L);',
-                                                               '@extschema@', database));
+    PERFORM idempotency.idem_require_pg_cron(pg_catalog.format('SELECT %I.idem_unschedule_purge(%L);',
+                                                               'idempotency', database));
     EXECUTE 'SELECT pg_catalog.array_agg(j.jobid) FROM cron.job j WHERE j.jobname = $1 '
             'AND (j.username = current_user OR EXISTS (SELECT FROM pg_catalog.pg_roles r '
             'WHERE r.rolname = current_user AND r.rolsuper))'
@@ -928,47 +968,47 @@ BEGIN
     RETURN true;
 END
 $$;
-COMMENT ON FUNCTION idem_unschedule_purge(name) IS
+COMMENT ON FUNCTION idempotency.idem_unschedule_purge(name) IS
     'Removes the pg_cron job idempotency-purge:<database>; false when it did not exist.';
 
-REVOKE EXECUTE ON FUNCTION idem_stuck(interval), idem_purge_batch(text, integer, tid, boolean, interval),
-    idem_purge(integer, integer, boolean, interval), idem_schedule_purge(text, name, integer, name),
-    idem_unschedule_purge(name)
+REVOKE EXECUTE ON FUNCTION idempotency.idem_stuck(interval), idempotency.idem_purge_batch(text, integer, tid, boolean, interval),
+    idempotency.idem_purge(integer, integer, boolean, interval), idempotency.idem_schedule_purge(text, name, integer, name),
+    idempotency.idem_unschedule_purge(name)
 FROM PUBLIC;
-REVOKE EXECUTE ON PROCEDURE idem_purge_loop(integer, interval, boolean, interval, interval, bigint)
+REVOKE EXECUTE ON PROCEDURE idempotency.idem_purge_loop(integer, interval, boolean, interval, interval, bigint)
 FROM PUBLIC;
 
 -- Operations: counters, per-scope / consumer / topic state, privileges (docs/operations.md) -----
 
 -- Cumulative counters (shared memory, needs shared_preload_libraries)
-CREATE FUNCTION idem_counters(
+CREATE FUNCTION idempotency.idem_counters(
     OUT counter pg_catalog.text, OUT value bigint, OUT stats_reset pg_catalog.timestamptz)
 RETURNS SETOF pg_catalog.record
 AS 'MODULE_PATHNAME', 'idem_counters' LANGUAGE C VOLATILE PARALLEL SAFE ROWS 8;
-COMMENT ON FUNCTION idem_counters() IS
+COMMENT ON FUNCTION idempotency.idem_counters() IS
     'Cumulative counters since stats_reset: claimed, replayed, in_progress, mismatch, reclaimed (takeovers), refused_fenced (IK002), refused_finished (IK003), inbox_duplicate. value and stats_reset are NULL when idempotency is not in shared_preload_libraries (counters off).';
 
-CREATE FUNCTION idem_counters_enabled()
+CREATE FUNCTION idempotency.idem_counters_enabled()
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'idem_counters_enabled' LANGUAGE C VOLATILE PARALLEL SAFE;
-COMMENT ON FUNCTION idem_counters_enabled() IS
+COMMENT ON FUNCTION idempotency.idem_counters_enabled() IS
     'True when the counters of idem_counters() are kept, i.e. idempotency is in shared_preload_libraries.';
 
-CREATE FUNCTION idem_stats_reset()
+CREATE FUNCTION idempotency.idem_stats_reset()
 RETURNS pg_catalog.timestamptz
 AS 'MODULE_PATHNAME', 'idem_stats_reset' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idem_stats_reset() IS
+COMMENT ON FUNCTION idempotency.idem_stats_reset() IS
     'Sets every counter of idem_counters() to zero and returns the reset time; error 55000 when the counters are off.';
 
-REVOKE EXECUTE ON FUNCTION idem_counters() FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idem_counters_enabled() FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idem_stats_reset() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION idem_counters() TO pg_monitor;
-GRANT EXECUTE ON FUNCTION idem_counters_enabled() TO pg_monitor;
+REVOKE EXECUTE ON FUNCTION idempotency.idem_counters() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idempotency.idem_counters_enabled() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idempotency.idem_stats_reset() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idempotency.idem_counters() TO pg_monitor;
+GRANT EXECUTE ON FUNCTION idempotency.idem_counters_enabled() TO pg_monitor;
 
 -- Per-scope, per-consumer and per-topic state, computed from the tables (works without preload)
 
-CREATE VIEW idem_stats AS
+CREATE VIEW idempotency.idem_stats AS
 SELECT r.scope,
        pg_catalog.count(*) FILTER (
            WHERE r.status OPERATOR(pg_catalog.=) 'processing') AS processing,
@@ -988,10 +1028,10 @@ SELECT r.scope,
            WHERE r.status OPERATOR(pg_catalog.=) 'processing') AS oldest_processing_age
 FROM idempotency.records r
 GROUP BY r.scope;
-COMMENT ON VIEW idem_stats IS
+COMMENT ON VIEW idempotency.idem_stats IS
     'Idempotency-Key records per scope: processing (all unfinished, includes stuck), stuck (processing with an expired lease, the same records idem_stuck() lists, also past their TTL: their outcome is unknown), completed and failed (within their TTL), expired (finished records past the TTL, awaiting purge), oldest_processing_age. Scans idempotency.records.';
 
-CREATE VIEW idem_inbox_stats AS
+CREATE VIEW idempotency.idem_inbox_stats AS
 SELECT i.consumer,
        pg_catalog.count(*) FILTER (
            WHERE i.status OPERATOR(pg_catalog.=) ANY (ARRAY['received', 'processing'])
@@ -1016,10 +1056,10 @@ SELECT i.consumer,
            WHERE i.status OPERATOR(pg_catalog.=) ANY (ARRAY['received', 'processing'])) AS oldest_pending_age
 FROM idempotency.inbox i
 GROUP BY i.consumer;
-COMMENT ON VIEW idem_inbox_stats IS
+COMMENT ON VIEW idempotency.idem_inbox_stats IS
     'Inbox events per consumer: received (every event id recorded but the expired ones, duplicates are not rows), pending (queued or leased, whatever their age: they never expire), processing (leased, also when the lease ran out), processed (done), failed (dead), stale, expired (done, failed or stale past the TTL, awaiting purge), oldest_pending_age. Scans idempotency.inbox.';
 
-CREATE VIEW idem_outbox_stats AS
+CREATE VIEW idempotency.idem_outbox_stats AS
 SELECT o.topic,
        pg_catalog.count(*) FILTER (WHERE o.status OPERATOR(pg_catalog.=) 'pending') AS pending,
        pg_catalog.count(*) FILTER (
@@ -1032,10 +1072,10 @@ SELECT o.topic,
            WHERE o.status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'leased'])) AS oldest_pending_age
 FROM idempotency.outbox o
 GROUP BY o.topic;
-COMMENT ON VIEW idem_outbox_stats IS
+COMMENT ON VIEW idempotency.idem_outbox_stats IS
     'Outbox events per topic: pending (not yet delivered, waiting included), waiting (pending, held back until available_at by deliver_after or a retry backoff), leased, dead, done (kept until the purge), oldest_pending_age (the lag: the oldest event pending or leased). Scans idempotency.outbox.';
-REVOKE ALL ON idem_stats, idem_inbox_stats, idem_outbox_stats FROM PUBLIC;
-GRANT SELECT ON idem_stats, idem_inbox_stats, idem_outbox_stats TO pg_monitor;
+REVOKE ALL ON idempotency.idem_stats, idempotency.idem_inbox_stats, idempotency.idem_outbox_stats FROM PUBLIC;
+GRANT SELECT ON idempotency.idem_stats, idempotency.idem_inbox_stats, idempotency.idem_outbox_stats TO pg_monitor;
 
 -- Tenants apart (docs/tenants.md) ----------------------------------------------------------------
 -- Scope prefixes, inbox consumer prefixes and outbox topic prefixes bound to roles. A name that a
@@ -1069,7 +1109,7 @@ COMMENT ON TRIGGER bindings_changed ON idempotency.bindings IS
 -- Binds the names of kind starting with prefix to role (a binding of the same kind and prefix is
 -- moved to role). True when the binding is new. The extension's owner and superusers only
 -- (writing idempotency.bindings takes its privileges).
-CREATE FUNCTION idem_bind(kind pg_catalog.text, prefix pg_catalog.text, role pg_catalog.regrole)
+CREATE FUNCTION idempotency.idem_bind(kind pg_catalog.text, prefix pg_catalog.text, role pg_catalog.regrole)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1089,11 +1129,11 @@ BEGIN
     RETURN made;
 END
 $$;
-COMMENT ON FUNCTION idem_bind(text, text, regrole) IS
+COMMENT ON FUNCTION idempotency.idem_bind(text, text, regrole) IS
     'Binds the scopes, inbox consumers or outbox topics (kind) starting with prefix to role: only its members may use them. True when the binding is new, false when an existing one was moved to role.';
 
 -- Removes the binding of kind and prefix. True when there was one.
-CREATE FUNCTION idem_unbind(kind pg_catalog.text, prefix pg_catalog.text)
+CREATE FUNCTION idempotency.idem_unbind(kind pg_catalog.text, prefix pg_catalog.text)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1110,18 +1150,18 @@ BEGIN
     RETURN n OPERATOR(pg_catalog.>) 0;
 END
 $$;
-COMMENT ON FUNCTION idem_unbind(text, text) IS
+COMMENT ON FUNCTION idempotency.idem_unbind(text, text) IS
     'Removes the binding of kind and prefix: its names are open again (or fall to a shorter bound prefix). True when there was one.';
 
-REVOKE EXECUTE ON FUNCTION idem_bind(text, text, regrole), idem_unbind(text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idempotency.idem_bind(text, text, regrole), idempotency.idem_unbind(text, text) FROM PUBLIC;
 
 -- The bindings, for the extension's owner and superusers.
-CREATE VIEW idem_bindings AS
+CREATE VIEW idempotency.idem_bindings AS
     SELECT b.kind, b.prefix, b.role
     FROM idempotency.bindings AS b
     ORDER BY b.kind, b.prefix;
-REVOKE ALL ON idem_bindings FROM PUBLIC;
-COMMENT ON VIEW idem_bindings IS
+REVOKE ALL ON idempotency.idem_bindings FROM PUBLIC;
+COMMENT ON VIEW idempotency.idem_bindings IS
     'The bindings of idempotency.bindings (kind, prefix, role), by kind and prefix.';
 
 -- Citus: distributed tables (docs/citus.md) -------------------------------------------------------
@@ -1165,13 +1205,13 @@ COMMENT ON VIEW idem_bindings IS
 --   can refuse a NULL, so an explicit NULL topic would crash the coordinator's backend. On the
 --   coordinator with a topic each statement is routed to the topic's shard; without one the
 --   event's topic is looked up first (one multi-shard read by event id) and the rest is routed
-CREATE FUNCTION @extschema@.idem_distribute(OUT object pg_catalog.text, OUT action pg_catalog.text)
+CREATE FUNCTION idempotency.idem_distribute(OUT object pg_catalog.text, OUT action pg_catalog.text)
 RETURNS SETOF pg_catalog.record
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     -- the tables are in schema idempotency, the functions in the extension's schema
-    ext_schema pg_catalog.text := '@extschema@';
+    ext_schema pg_catalog.text := 'idempotency';
     tables pg_catalog.text := 'idempotency';
     t pg_catalog.record;
     f pg_catalog.record;
@@ -1191,7 +1231,7 @@ BEGIN
                   DETAIL = 'idem_distribute() distributes the extension''s tables with Citus.',
                   HINT = 'Add citus first in shared_preload_libraries, restart, run CREATE '
                          'EXTENSION citus on every node, register the workers on the coordinator '
-                         '(SELECT citus_add_node(host, port)), then call idem_distribute() there.';
+                         '(SELECT citus_add_node(host, port)), then call idempotency.idem_distribute() there.';
     END IF;
     IF pg_catalog.to_regproc('pg_catalog.citus_is_coordinator') IS NOT NULL THEN
         EXECUTE 'SELECT NOT pg_catalog.citus_is_coordinator()' INTO STRICT on_worker;
@@ -1227,7 +1267,7 @@ BEGIN
                 USING ERRCODE = '0A000',
                       DETAIL = pg_catalog.format('idem_distribute() distributes it by %s.', t.col),
                       HINT = 'The extension''s views depend on its tables, so Citus cannot '
-                             'undistribute them: recreate the extension and call idem_distribute().';
+                             'undistribute them: recreate the extension and call idempotency.idem_distribute().';
         END IF;
         IF t.colocate IS NULL THEN
             EXECUTE 'SELECT pg_catalog.create_distributed_table($1, $2)' USING rel, t.col;
@@ -1281,9 +1321,9 @@ BEGIN
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION @extschema@.idem_distribute() IS
+COMMENT ON FUNCTION idempotency.idem_distribute() IS
     'Run once on a Citus coordinator: distributes records by scope, inbox and inbox_entities by consumer (co-located), the outbox by topic (its own co-location group), and delegates the per-key functions (idem_outbox_next by topic) to the worker owning the key; a second call changes nothing. Without Citus it raises 0A000 with what to do.';
-REVOKE EXECUTE ON FUNCTION idem_distribute() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idempotency.idem_distribute() FROM PUBLIC;
 
 -- Purging a distributed table: the purge of the shards of this node. Bounded batches of
 -- FOR UPDATE SKIP LOCKED deletes, of the rows idem_purge_batch deletes on one node, on each
@@ -1292,7 +1332,7 @@ REVOKE EXECUTE ON FUNCTION idem_distribute() FROM PUBLIC;
 -- idem_purge_loop() on the coordinator runs it on every worker (run_command_on_workers). No SET
 -- clause (a procedure with one cannot COMMIT): it pins the search path at the start of each
 -- transaction, and every name is qualified.
-CREATE PROCEDURE @extschema@.idem_purge_shards(
+CREATE PROCEDURE idempotency.idem_purge_shards(
     batch_size integer DEFAULT 1000, max_duration interval DEFAULT '4 minutes',
     include_stuck boolean DEFAULT false, stuck_older_than interval DEFAULT '0',
     INOUT deleted bigint DEFAULT NULL)
@@ -1318,7 +1358,7 @@ BEGIN
     END IF;
     IF pg_catalog.to_regclass('pg_catalog.pg_dist_placement') IS NULL THEN
         RAISE EXCEPTION 'Citus is not installed in database "%"', pg_catalog.current_database()
-            USING ERRCODE = '0A000', HINT = 'Without Citus, CALL idem_purge_loop() purges the tables.';
+            USING ERRCODE = '0A000', HINT = 'Without Citus, CALL idempotency.idem_purge_loop() purges the tables.';
     END IF;
     EXECUTE 'SELECT pg_catalog.array_agg(pg_catalog.shard_name(s.logicalrelid, s.shardid) ORDER BY s.shardid), '
             'pg_catalog.array_agg(c.relname::pg_catalog.text ORDER BY s.shardid) '
@@ -1363,9 +1403,9 @@ BEGIN
     END LOOP;
 END
 $$;
-COMMENT ON PROCEDURE idem_purge_shards(integer, interval, boolean, interval, bigint) IS
+COMMENT ON PROCEDURE idempotency.idem_purge_shards(integer, interval, boolean, interval, bigint) IS
     'Citus: purges the shards of records, inbox and outbox that this node holds (finished records past their TTL, settled inbox entries, done outbox events past idempotency.outbox_ttl), in bounded SKIP LOCKED batches, committing after every round; CALL idem_purge_loop() on the coordinator runs it on every worker.';
-REVOKE EXECUTE ON PROCEDURE idem_purge_shards(integer, interval, boolean, interval, bigint) FROM PUBLIC;
+REVOKE EXECUTE ON PROCEDURE idempotency.idem_purge_shards(integer, interval, boolean, interval, bigint) FROM PUBLIC;
 
 -- Initial privileges ----------------------------------------------------------------------------
 -- The GRANTs and REVOKEs above record each object's resulting ACL in pg_init_privs as the

@@ -466,12 +466,13 @@ struct Stats {
 // Optional hook called at named points of the handler (kill test: where a backend may die).
 using Hook = std::function<void(const char *point)>;
 
-const char *const CLAIM_SQL = "SELECT outcome, attempt, resource_id FROM idem_claim($1, $2, "
-                              "sha256(convert_to($2 || ':' || $3::text, 'UTF8')), $4::interval)";
+const char *const CLAIM_SQL =
+    "SELECT outcome, attempt, resource_id FROM idempotency.idem_claim($1, $2, "
+    "sha256(convert_to($2 || ':' || $3::text, 'UTF8')), $4::interval)";
 const char *const PAY_SQL = "INSERT INTO payments (scope, key, payment_id, amount) "
                             "VALUES ($1, $2, 'pay_' || gen_random_uuid(), $3) RETURNING payment_id";
-const char *const COMPLETE_SQL =
-    "SELECT idem_complete($1, $2, $3, $4, jsonb_build_object('payment_id', $4::text), 201)";
+const char *const COMPLETE_SQL = "SELECT idempotency.idem_complete($1, $2, $3, $4, "
+                                 "jsonb_build_object('payment_id', $4::text), 201)";
 
 // Calls hook at point p of the handler, if there is a hook.
 inline void call_hook(const Hook &hook, const char *p) {

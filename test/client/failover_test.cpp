@@ -9,7 +9,8 @@
 //  - the keys in flight at the failover (a transient error before their answer) were answered
 //    afterwards by a replay, a reclaim after the lease, or a claim (the claim had not committed);
 //  - effects exactly once: one payments row per completed record, the record's resource_id;
-//  - idem_fail (not retryable): every acknowledged failure is stored and replayed (402);
+//  - idempotency.idem_fail (not retryable): every acknowledged failure is stored and replayed
+//  (402);
 //  - inbox: every acknowledged delivery (inline, queued, webhook) is present, each inline and
 //    queued event has exactly one effect row (inbox_effects), the queue is drained;
 //  - outbox: every acknowledged emit is present once and relayed exactly once (deliveries),
@@ -171,7 +172,7 @@ void fail_key(Client &cl, const std::string &key, int amount, Acked &ack, ErrorL
             std::string outcome = r[0].as<std::string>();
             if (outcome == "claimed" || outcome == "reclaimed")
                 idem::db::exec_params(w,
-                                      "SELECT idem_fail('fail', $1, $2, false, "
+                                      "SELECT idempotency.idem_fail('fail', $1, $2, false, "
                                       "'{\"error\": \"declined\"}', 402)",
                                       key, r[1].as<int>());
             else if (outcome != "replayed") {
@@ -216,7 +217,7 @@ void inbox_work(Client &cl, const std::string &id, int kind, Acked &ack, ErrorLo
         if (kind == 0) {
             pqxx::work w(c);
             auto o = idem::db::exec_params1(w,
-                                            "SELECT idem_inbox_receive('inline', $1, "
+                                            "SELECT idempotency.idem_inbox_receive('inline', $1, "
                                             "sha256(convert_to($2, 'UTF8')))",
                                             id, payload)[0]
                          .as<std::string>();
@@ -228,7 +229,7 @@ void inbox_work(Client &cl, const std::string &id, int kind, Acked &ack, ErrorLo
         } else if (kind == 1) {
             pqxx::nontransaction n(c);
             auto o = idem::db::exec_params1(n,
-                                            "SELECT idem_inbox_receive('queued', $1, "
+                                            "SELECT idempotency.idem_inbox_receive('queued', $1, "
                                             "sha256(convert_to($2, 'UTF8')), true, 'evt', "
                                             "convert_to($2, 'UTF8'))",
                                             id, payload)[0]
@@ -239,8 +240,9 @@ void inbox_work(Client &cl, const std::string &id, int kind, Acked &ack, ErrorLo
             pqxx::nontransaction n(c);
             auto o = idem::db::exec_params1(
                          n,
-                         "SELECT idem_webhook_receive('hooks', 'standard', ARRAY[$1], $2, $3, "
-                         "idem_webhook_sign_standard($1, $2, ts, $3), ts) "
+                         "SELECT idempotency.idem_webhook_receive('hooks', 'standard', ARRAY[$1], "
+                         "$2, $3, "
+                         "idempotency.idem_webhook_sign_standard($1, $2, ts, $3), ts) "
                          "FROM (SELECT extract(epoch FROM now())::bigint::text AS ts) t",
                          SECRET, id, payload)[0]
                          .as<std::string>();
@@ -261,11 +263,11 @@ void emit(Client &cl, const std::string &key, long n, bool dedup, const std::str
     bool ok = until_answered(cl, errors, [&](pqxx::connection &c) {
         pqxx::work w(c);
         std::string dk = dedup ? tag + "-d" + std::to_string(n) : "";
-        id = idem::db::exec_params1(
-                 w,
-                 "SELECT idem_outbox_emit('orders', jsonb_build_object('n', $1::bigint, 'key', "
-                 "$2::text), NULLIF($2, ''), NULLIF($3, ''))",
-                 n, key, dk)[0]
+        id = idem::db::exec_params1(w,
+                                    "SELECT idempotency.idem_outbox_emit('orders', "
+                                    "jsonb_build_object('n', $1::bigint, 'key', "
+                                    "$2::text), NULLIF($2, ''), NULLIF($3, ''))",
+                                    n, key, dk)[0]
                  .as<std::string>();
         w.commit();
     });
@@ -282,7 +284,7 @@ long relay_once(Client &cl, Acked &ack, ErrorLog &errors) {
     try {
         pqxx::work w(cl.get());
         auto r = w.exec("SELECT event_id, attempt, key, payload->>'n' "
-                        "FROM idem_outbox_next('orders', 50, '2 seconds')");
+                        "FROM idempotency.idem_outbox_next('orders', 50, '2 seconds')");
         for (pqxx::result::size_type i = 0; i < r.size(); i++) {
             pqxx::row row = idem::db::row_at(r, i);
             std::string id = row[0].as<std::string>();
@@ -291,7 +293,8 @@ long relay_once(Client &cl, Acked &ack, ErrorLog &errors) {
                                   "VALUES ($1::uuid, $2, $3::bigint)",
                                   id, row[2].is_null() ? std::string() : row[2].as<std::string>(),
                                   row[3].as<std::string>());
-            idem::db::exec_params(w, "SELECT idem_outbox_done($1::uuid, $2)", id, row[1].as<int>());
+            idem::db::exec_params(w, "SELECT idempotency.idem_outbox_done($1::uuid, $2)", id,
+                                  row[1].as<int>());
         }
         w.commit();
         handled += static_cast<long>(r.size());
@@ -308,14 +311,16 @@ long relay_once(Client &cl, Acked &ack, ErrorLog &errors) {
     }
     try {
         pqxx::work w(cl.get());
-        auto r = w.exec("SELECT event_id, attempt FROM idem_inbox_next('queued', 50, '2 seconds')");
+        auto r = w.exec(
+            "SELECT event_id, attempt FROM idempotency.idem_inbox_next('queued', 50, '2 seconds')");
         for (pqxx::result::size_type i = 0; i < r.size(); i++) {
             pqxx::row row = idem::db::row_at(r, i);
             std::string id = row[0].as<std::string>();
             idem::db::exec_params(w, "INSERT INTO inbox_effects VALUES ('queued', $1)", id);
-            std::string o = idem::db::exec_params1(w, "SELECT idem_inbox_done('queued', $1, $2)",
-                                                   id, row[1].as<int>())[0]
-                                .as<std::string>();
+            std::string o =
+                idem::db::exec_params1(w, "SELECT idempotency.idem_inbox_done('queued', $1, $2)",
+                                       id, row[1].as<int>())[0]
+                    .as<std::string>();
             if (o != "done")
                 throw std::runtime_error("idem_inbox_done of " + id + ": " + o);
         }
@@ -335,25 +340,28 @@ long relay_once(Client &cl, Acked &ack, ErrorLog &errors) {
     return handled;
 }
 
-// Purge fodder: keys with a 1 s TTL, then idem_purge() or CALL idem_purge_loop() in turn.
+// Purge fodder: keys with a 1 s TTL, then idempotency.idem_purge() or CALL
+// idempotency.idem_purge_loop() in turn.
 void purge_once(Client &cl, const std::string &tag, long i, Acked &ack) {
     try {
         pqxx::nontransaction n(cl.get());
         std::string key = tag + "-f" + std::to_string(i);
-        auto r = idem::db::exec_params1(
-            n,
-            "SELECT outcome, attempt FROM idem_claim('fodder', $1, NULL, '1 second', '1 second')",
-            key);
+        auto r =
+            idem::db::exec_params1(n,
+                                   "SELECT outcome, attempt FROM idempotency.idem_claim('fodder', "
+                                   "$1, NULL, '1 second', '1 second')",
+                                   key);
         if (r[0].as<std::string>() == "claimed") {
-            idem::db::exec_params(n, "SELECT idem_complete('fodder', $1, $2, 'r')", key,
+            idem::db::exec_params(n, "SELECT idempotency.idem_complete('fodder', $1, $2, 'r')", key,
                                   r[1].as<int>());
             ack.fodder++;
         }
         if (i % 10 == 0) {
             long d =
                 i % 20 == 0
-                    ? n.exec("SELECT idem_purge()")[0][0].as<long>()
-                    : n.exec("CALL idem_purge_loop(max_duration => '2 seconds')")[0][0].as<long>();
+                    ? n.exec("SELECT idempotency.idem_purge()")[0][0].as<long>()
+                    : n.exec("CALL idempotency.idem_purge_loop(max_duration => '2 seconds')")[0][0]
+                          .as<long>();
             ack.purged += d;
             ack.purge_calls++;
         }
@@ -553,7 +561,8 @@ int main(int argc, char **argv) {
             auto r = idem::db::exec_params(
                 n,
                 "SELECT c.outcome, c.resource_id IS NOT DISTINCT FROM pid FROM unnest($1::text[], "
-                "$2::int[], $3::text[]) AS u(k, amount, pid), LATERAL idem_claim('pay', k, "
+                "$2::int[], $3::text[]) AS u(k, amount, pid), LATERAL "
+                "idempotency.idem_claim('pay', k, "
                 "sha256(convert_to(k || ':' || amount::text, 'UTF8')), '1 second') c",
                 text_array(keys),
                 "{" +

@@ -17,10 +17,10 @@
 // key's commit order, and the outbox's seq must agree with it.
 //
 // Relays (processes: this program run again with --relay, each with its own connection) loop
-// idem_outbox_next(topic, 3, 200 ms) and, for each event, apply the effect idempotently: lock the
-// key's row of sink_keys, INSERT INTO sink ... ON CONFLICT (event_id) DO NOTHING with
-// delivered_seq = the key's applied count + 1 (so delivered_seq is the order the key's effects
-// were applied in), or when the event is already there log the absorbed duplicate
+// idempotency.idem_outbox_next(topic, 3, 200 ms) and, for each event, apply the effect
+// idempotently: lock the key's row of sink_keys, INSERT INTO sink ... ON CONFLICT (event_id) DO
+// NOTHING with delivered_seq = the key's applied count + 1 (so delivered_seq is the order the key's
+// effects were applied in), or when the event is already there log the absorbed duplicate
 // (sink_absorbed). Half of the relays call idem_outbox_done in the effect's transaction; the
 // other half commit the effect first and call idem_outbox_done on its own, which opens the
 // window "effect applied, done lost". Each relay publishes its phase in shared memory; the killer
@@ -58,7 +58,7 @@ constexpr int MAX_RELAYS = 8;
 // Where a relay is; the killer reads it while the relay is stopped.
 enum Phase {
     Connecting,      // (re)connecting
-    Next,            // in idem_outbox_next (may have leased events it has not seen yet)
+    Next,            // in idempotency.idem_outbox_next (may have leased events it has not seen yet)
     Idle,            // nothing leased, sleeping
     Leased,          // holding leases, before the current event's effect
     MidTx,           // effect applied (and done, in the same-transaction mode), not committed
@@ -96,8 +96,8 @@ Shared *map_shared(int fd) {
 }
 
 const char *const NEXT_SQL = "SELECT event_id::text, key, attempt "
-                             "FROM idem_outbox_next($1, $2::integer, $3::interval)";
-const char *const DONE_SQL = "SELECT idem_outbox_done($1::uuid, $2::integer, $3)";
+                             "FROM idempotency.idem_outbox_next($1, $2::integer, $3::interval)";
+const char *const DONE_SQL = "SELECT idempotency.idem_outbox_done($1::uuid, $2::integer, $3)";
 const char *const LOCK_KEY_SQL = "SELECT applied FROM sink_keys WHERE key = $1 FOR UPDATE";
 const char *const EFFECT_SQL = "INSERT INTO sink (event_id, key, delivered_seq, relay, attempt) "
                                "VALUES ($1::uuid, $2, $3::integer, $4::integer, $5::integer) "
@@ -375,13 +375,13 @@ void produce(int p, int txs, int keys, double rollback_p, Produced &out, ErrorLo
         try {
             pqxx::work w(cl.get());
             for (int e = 0; e < events; e++) {
-                ids.push_back(
-                    idem::db::exec_params1(
-                        w,
-                        "SELECT idem_outbox_emit($1::text, jsonb_build_object('key', $2::text, "
-                        "'producer', $3::integer, 'tx', $4::integer), $2::text)::text",
-                        TOPIC, key, p, i)[0]
-                        .as<std::string>());
+                ids.push_back(idem::db::exec_params1(
+                                  w,
+                                  "SELECT idempotency.idem_outbox_emit($1::text, "
+                                  "jsonb_build_object('key', $2::text, "
+                                  "'producer', $3::integer, 'tx', $4::integer), $2::text)::text",
+                                  TOPIC, key, p, i)[0]
+                                  .as<std::string>());
                 if (rand01() < 0.3)
                     sleep_ms(rand_int(1, 5)); // another emit of the key may come meanwhile
                 long version = idem::db::exec_params1(w,

@@ -61,12 +61,13 @@ std::string one(pqxx::connection &c, const std::string &sql) {
 int start_worker(pqxx::connection &w, const std::string &key) {
     pqxx::nontransaction n(w);
     int pid = n.exec("SELECT pg_backend_pid()")[0][0].as<int>();
-    pqxx::result r = n.exec("SELECT outcome, attempt FROM idem_claim('recovery', " + w.quote(key) +
-                            ", NULL, '3 seconds')");
+    pqxx::result r = n.exec("SELECT outcome, attempt FROM idempotency.idem_claim('recovery', " +
+                            w.quote(key) + ", NULL, '3 seconds')");
     check(std::string(r[0][0].c_str()) == "claimed" && r[0][1].as<int>() == 1,
           "worker claimed " + key + " (two-phase, committed): attempt 1");
     n.exec("BEGIN");
-    r = n.exec("SELECT outcome FROM idem_claim('recovery', " + w.quote(key + "-tx") + ")");
+    r = n.exec("SELECT outcome FROM idempotency.idem_claim('recovery', " + w.quote(key + "-tx") +
+               ")");
     check(std::string(r[0][0].c_str()) == "claimed",
           "worker claimed " + key + "-tx inside an open transaction");
     return pid;
@@ -76,41 +77,44 @@ int start_worker(pqxx::connection &w, const std::string &key) {
 // reclaimed with attempt 2, the old attempt fenced, and nothing stuck after completion.
 void verify_recovery(const std::string &key) {
     auto c = reconnect();
-    check(one(*c, "SELECT status || ' ' || attempt FROM idem_lookup('recovery', " + c->quote(key) +
-                      ")") == "processing 1",
+    check(one(*c, "SELECT status || ' ' || attempt FROM idempotency.idem_lookup('recovery', " +
+                      c->quote(key) + ")") == "processing 1",
           key + " survived the crash as processing, attempt 1");
-    check(one(*c, "SELECT count(*) FROM idem_lookup('recovery', " + c->quote(key + "-tx") + ")") ==
-              "0",
+    check(one(*c, "SELECT count(*) FROM idempotency.idem_lookup('recovery', " +
+                      c->quote(key + "-tx") + ")") == "0",
           "the uncommitted single-transaction claim " + key + "-tx left nothing");
     bool live = one(*c, "SELECT lease_expires_at > clock_timestamp() FROM idempotency.records "
                         "WHERE scope = 'recovery' AND key = " +
                             c->quote(key)) == "t";
     if (live)
-        check(one(*c, "SELECT count(*) FROM idem_stuck() WHERE key = " + c->quote(key)) == "0",
+        check(one(*c, "SELECT count(*) FROM idempotency.idem_stuck() WHERE key = " +
+                          c->quote(key)) == "0",
               "idem_stuck does not list " + key + " while its lease runs");
     // wait until the lease has expired
     one(*c, "SELECT pg_sleep(GREATEST(0, extract(epoch FROM lease_expires_at - clock_timestamp()) "
             "+ 0.1)) FROM idempotency.records WHERE scope = 'recovery' AND key = " +
                 c->quote(key));
-    check(one(*c, "SELECT string_agg(key || ' attempt ' || attempt, ',') FROM idem_stuck()") ==
-              key + " attempt 1",
+    check(one(*c, "SELECT string_agg(key || ' attempt ' || attempt, ',') FROM "
+                  "idempotency.idem_stuck()") == key + " attempt 1",
           "idem_stuck lists exactly " + key + " attempt 1 once the lease expired");
     pqxx::result r = pqxx::nontransaction(*c).exec(
-        "SELECT outcome, attempt FROM idem_claim('recovery', " + c->quote(key) + ")");
+        "SELECT outcome, attempt FROM idempotency.idem_claim('recovery', " + c->quote(key) + ")");
     check(std::string(r[0][0].c_str()) == "reclaimed" && r[0][1].as<int>() == 2,
           "a new claim takes " + key + " over: reclaimed, attempt 2");
     std::string state;
     try {
-        pqxx::nontransaction(*c).exec("SELECT idem_complete('recovery', " + c->quote(key) +
-                                      ", 1, 'late')");
+        pqxx::nontransaction(*c).exec("SELECT idempotency.idem_complete('recovery', " +
+                                      c->quote(key) + ", 1, 'late')");
         state = "accepted";
     } catch (const pqxx::sql_error &e) {
         state = e.sqlstate();
     }
     check(state == "IK002", "the dead worker's attempt 1 is fenced: " + state);
-    check(one(*c, "SELECT idem_complete('recovery', " + c->quote(key) + ", 2, 'r2')") == "t",
+    check(one(*c, "SELECT idempotency.idem_complete('recovery', " + c->quote(key) + ", 2, 'r2')") ==
+              "t",
           "attempt 2 completes");
-    check(one(*c, "SELECT count(*) FROM idem_stuck()") == "0", "nothing is stuck afterwards");
+    check(one(*c, "SELECT count(*) FROM idempotency.idem_stuck()") == "0",
+          "nothing is stuck afterwards");
 }
 
 void scenario_sigkill() {

@@ -3,7 +3,7 @@
 
 An independent RFC 8785 (JCS) implementation in Python's standard library computes SHA-256
 fingerprints of the shared vectors and of generated variants (keys reordered, re-spaced,
-numbers re-written), and compares them with idem_fingerprint(text) and idem_fingerprint(jsonb)
+numbers re-written), and compares them with idempotency.idem_fingerprint(text) and idempotency.idem_fingerprint(jsonb)
 computed by the server (through psql; connection from PGHOST/PGPORT/PGUSER). It creates and
 drops its own database, crosslang_test. Prints a count line; exits non-zero on any mismatch.
 It also checks that it can fail: a deliberately altered payload must not match.
@@ -192,8 +192,8 @@ def server_fingerprints(items):
     body = ("CREATE TEMP TABLE p(r jsonb);\n"
             "COPY p FROM STDIN WITH (FORMAT csv, QUOTE e'\\x01', DELIMITER e'\\x02');\n" +
             rows + "\\.\n" +
-            "SELECT (r->>0)::int, encode(idem_fingerprint(r->>1), 'hex'), "
-            "encode(idem_fingerprint((r->>1)::jsonb), 'hex') FROM p ORDER BY 1;\n")
+            "SELECT (r->>0)::int, encode(idempotency.idem_fingerprint(r->>1), 'hex'), "
+            "encode(idempotency.idem_fingerprint((r->>1)::jsonb), 'hex') FROM p ORDER BY 1;\n")
     r = subprocess.run(["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", DB, "-f", "-"],
                        input=body, capture_output=True, text=True)
     if r.returncode != 0:

@@ -105,8 +105,8 @@ def headings_of(path):
 # ---------------------------------------------------------------------------------------------
 # psql
 
-def psql(db, sql, extra=()):
-    env = dict(os.environ, PGOPTIONS=SESSION_OPTIONS, PGTZ="UTC")
+def psql(db, sql, extra=(), options=SESSION_OPTIONS):
+    env = dict(os.environ, PGOPTIONS=options, PGTZ="UTC")
     return subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", db, *extra],
                           input=sql, capture_output=True, text=True, env=env)
 
@@ -119,16 +119,45 @@ def query(db, sql):
     return [line.split("\x1f") for line in r.stdout.split("\n") if line != ""]
 
 
+# IDEM_DOCS_OWNER_ATTACK=1 (the security stage): each page's database belongs to a role that is
+# no superuser, which plants its overloads of every routine and view of the extension in public and
+# in a schema of its own and sets the database's search path to them (test/security/owner_decoys.sql)
+# after CREATE EXTENSION; the snippets then run as ever, and a page fails when any decoy ran. An
+# ```output owner-decoys-listed block (a query that lists such objects) is not compared then.
+OWNER = "idem_docs_owner" if os.environ.get("IDEM_DOCS_OWNER_ATTACK") == "1" else None
+
+
 def fresh_database(role_names=()):
     r = psql(ADMIN_DB, f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE);')
     if r.returncode != 0:
         raise SystemExit(f"doctest: {r.stderr.strip()}")
     for role in role_names:  # roles are cluster-wide: the page's own, left by an earlier run
         psql(ADMIN_DB, f'DROP ROLE IF EXISTS "{role}";')
-    r = psql(ADMIN_DB, f'CREATE DATABASE "{DB}";')
+    owner = ""
+    if OWNER:
+        psql(ADMIN_DB, f'DROP ROLE IF EXISTS "{OWNER}"; CREATE ROLE "{OWNER}" LOGIN;')
+        owner = f' OWNER "{OWNER}"'
+    r = psql(ADMIN_DB, f'CREATE DATABASE "{DB}"{owner};')
     r2 = psql(DB, "CREATE EXTENSION idempotency;") if r.returncode == 0 else r
+    if r2.returncode == 0 and OWNER:
+        # as the owner, who may not set lc_messages
+        r2 = psql(DB, open(os.path.join(ROOT, "test", "security", "owner_decoys.sql")).read(), ["-U", OWNER],
+                  options="-c client_min_messages=warning")
     if r2.returncode != 0:
         raise SystemExit(f"doctest: cannot make database {DB}: {r.stderr.strip()} {r2.stderr.strip()}")
+
+
+def owner_decoys_fired(path):
+    """Fails the page when a decoy of the database owner ran (IDEM_DOCS_OWNER_ATTACK)."""
+    planted = query(DB, "SELECT count(*) FROM public.owner_decoys")[0][0]
+    fired = query(DB, "SELECT name || ' as ' || who FROM public.owner_decoy_fired ORDER BY at")
+    owner_attack["planted"] += int(planted)
+    owner_attack["pages"] += 1
+    for (what,) in fired:
+        fail(os.path.relpath(path, ROOT), f"the database owner's decoy {what} ran")
+
+
+owner_attack = {"planted": 0, "pages": 0}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -227,10 +256,12 @@ def run_page(path, blocks, show):
             ran += 1
             if show:
                 print(f"----- {b.where}\n{actual}", end="")
-            if b.output is not None:
+            if b.output is not None and not (OWNER and "owner-decoys-listed" in b.output.attrs):
                 compare(b, actual)
             elif r.returncode != 0:
                 fail(b.where, "the snippet failed:\n" + actual.strip())
+        if OWNER:
+            owner_decoys_fired(path)
         psql(ADMIN_DB, f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE);')
         for role in roles:
             psql(ADMIN_DB, f'DROP ROLE IF EXISTS "{role}";')
@@ -337,7 +368,9 @@ def parse_signatures(block):
 
 
 def installed_routines():
+    # the extension's types as the signature blocks write them: unqualified
     rows = query(DB, """
+        SET search_path = pg_catalog, idempotency;
         SELECT p.oid, p.proname, p.prokind, pg_get_function_arguments(p.oid),
                coalesce(pg_get_function_result(p.oid), ''),
                pg_get_function_identity_arguments(p.oid)
@@ -564,8 +597,9 @@ def check_names(doc_files, known, settings):
             # in a client language's block, idempotency.express is the package, not a name of ours
             client_code = fence is not None and fence[2]
             for m in ([] if client_code else re.finditer(r"\bidempotency\.([a-z_]+)\b", line)):
-                if m.group(1) not in tables and m.group(1) not in files and m.group(0) not in settings:
-                    fail(f"{os.path.relpath(f, ROOT)}:{no}", f"{m.group(0)} is neither a setting nor a table")
+                if m.group(1) not in tables and m.group(1) not in files and m.group(0) not in settings \
+                        and m.group(1) not in known:
+                    fail(f"{os.path.relpath(f, ROOT)}:{no}", f"{m.group(0)} is neither a setting, a table nor an object of the extension")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -593,6 +627,13 @@ def main(argv):
         if ran or skipped:
             print(f"docs: {os.path.relpath(f, ROOT)}: {ran} snippets run, {skipped} skipped")
     print(f"docs: {total_run} snippets run, {total_skip} skipped, {len(failures)} failures")
+    if OWNER:
+        print(f"docs: the database owner's attack: {owner_attack['planted']} decoys planted in "
+              f"{owner_attack['pages']} page databases, none ran" if not failures else
+              "docs: the database owner's attack: see the failures above")
+        if owner_attack["pages"] == 0:
+            fail("docs", "the database owner's attack ran on no page")
+        psql(ADMIN_DB, f'DROP ROLE IF EXISTS "{OWNER}";')
     return 1 if failures else 0
 
 

@@ -45,7 +45,7 @@ class Db:
 
     def lookup(self, scope, key):
         """idem_lookup's row as a dict (response_body decoded to bytes), or None."""
-        r = self.one("SELECT to_jsonb(l) FROM idem_lookup(%s, %s) l", scope, key)
+        r = self.one("SELECT to_jsonb(l) FROM idempotency.idem_lookup(%s, %s) l", scope, key)
         if r is None:
             return None
         d = r[0]

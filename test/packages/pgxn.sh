@@ -31,7 +31,7 @@ q() { psql -X -qtA -v ON_ERROR_STOP=1 -h /tmp -p "$PORT" -U postgres -d postgres
 got=$(q "CREATE EXTENSION idempotency; SELECT extversion FROM pg_extension WHERE extname = 'idempotency'") || fail "CREATE EXTENSION: $got"
 [ "$got" = "$VERSION" ] || fail "CREATE EXTENSION installed version [$got], expected [$VERSION]"
 ok "CREATE EXTENSION idempotency: $got"
-got=$(q "SELECT outcome, attempt FROM idem_claim('pgxn/op', 'k-1', idem_fingerprint('{\"a\": 1}'))") || fail "claim: $got"
+got=$(q "SELECT outcome, attempt FROM idempotency.idem_claim('pgxn/op', 'k-1', idempotency.idem_fingerprint('{\"a\": 1}'))") || fail "claim: $got"
 [ "$got" = "claimed|1" ] || fail "claim: expected [claimed|1], got [$got]"
 ok "claim: $got"
 as_pg "$BIN/pg_ctl" -D $DATA/data -m fast -w stop >/dev/null

@@ -49,19 +49,19 @@ expect() { # what sql expected
 }
 
 expect "CREATE EXTENSION" "CREATE EXTENSION idempotency; SELECT extversion FROM pg_extension WHERE extname = 'idempotency'" "$VERSION"
-expect "claim" "SELECT outcome, attempt FROM idem_claim('smoke/pay', 'k-1', idem_fingerprint('{\"amount\": 100}'))" "claimed|1"
-expect "complete" "SELECT idem_complete('smoke/pay', 'k-1', 1, 'p-1', '{\"id\": 1, \"amount\": 100}', 201)" "t"
+expect "claim" "SELECT outcome, attempt FROM idempotency.idem_claim('smoke/pay', 'k-1', idempotency.idem_fingerprint('{\"amount\": 100}'))" "claimed|1"
+expect "complete" "SELECT idempotency.idem_complete('smoke/pay', 'k-1', 1, 'p-1', '{\"id\": 1, \"amount\": 100}', 201)" "t"
 expect "replay" "SELECT outcome, resource_id, response, response_status
-                 FROM idem_claim('smoke/pay', 'k-1', idem_fingerprint('{ \"amount\" : 100.0 }'))" \
+                 FROM idempotency.idem_claim('smoke/pay', 'k-1', idempotency.idem_fingerprint('{ \"amount\" : 100.0 }'))" \
     'replayed|p-1|{"id": 1, "amount": 100}|201'
-expect "mismatch" "SELECT outcome FROM idem_claim('smoke/pay', 'k-1', idem_fingerprint('{\"amount\": 999}'))" "mismatch"
-expect "inbox receive" "SELECT idem_inbox_receive('smoke-consumer', 'evt-1', sha256('body'))" "new"
-expect "inbox duplicate" "SELECT idem_inbox_receive('smoke-consumer', 'evt-1', sha256('body'))" "duplicate"
-event=$(q "SELECT idem_outbox_emit('smoke.paid', '{\"order\": 7}'::jsonb, key => 'order-7')")
-expect "outbox next" "SELECT event_id, key, payload, attempt FROM idem_outbox_next('smoke.paid')" \
+expect "mismatch" "SELECT outcome FROM idempotency.idem_claim('smoke/pay', 'k-1', idempotency.idem_fingerprint('{\"amount\": 999}'))" "mismatch"
+expect "inbox receive" "SELECT idempotency.idem_inbox_receive('smoke-consumer', 'evt-1', sha256('body'))" "new"
+expect "inbox duplicate" "SELECT idempotency.idem_inbox_receive('smoke-consumer', 'evt-1', sha256('body'))" "duplicate"
+event=$(q "SELECT idempotency.idem_outbox_emit('smoke.paid', '{\"order\": 7}'::jsonb, key => 'order-7')")
+expect "outbox next" "SELECT event_id, key, payload, attempt FROM idempotency.idem_outbox_next('smoke.paid')" \
     "$event|order-7|{\"order\": 7}|1"
-expect "outbox done" "SELECT idem_outbox_done('$event', 1)" "done"
-expect "outbox empty" "SELECT count(*) FROM idem_outbox_next('smoke.paid')" "0"
+expect "outbox done" "SELECT idempotency.idem_outbox_done('$event', 1)" "done"
+expect "outbox empty" "SELECT count(*) FROM idempotency.idem_outbox_next('smoke.paid')" "0"
 
 # The purge by pg_cron: 200 expired records and 3 live ones besides k-1.
 q "INSERT INTO idempotency.records (scope, key, status, attempt, created_at, updated_at, lease_expires_at, expires_at)
@@ -75,7 +75,7 @@ cron_version=$(q "SELECT extversion FROM pg_extension WHERE extname = 'pg_cron'"
 # pg_cron 1.4 (bookworm) has no seconds schedules: the job runs at the next minute.
 schedule='* * * * *'
 case $cron_version in 1.[0-4]*) ;; *) schedule='2 seconds' ;; esac
-job=$(q "SELECT idem_schedule_purge('$schedule')")
+job=$(q "SELECT idempotency.idem_schedule_purge('$schedule')")
 ok "purge job $job scheduled ('$schedule', pg_cron $cron_version)"
 status=
 for _ in $(seq 1 80); do

@@ -3,44 +3,44 @@
 SET client_min_messages = warning;
 SET search_path = public, pg_catalog;
 GRANT EXECUTE ON FUNCTION
-    idem_claim(text, text, bytea, interval, interval, boolean),
-    idem_complete(text, text, integer, text, jsonb, integer, bytea, jsonb),
-    idem_fail(text, text, integer, boolean, jsonb, integer, bytea, jsonb),
-    idem_heartbeat(text, text, integer, interval),
-    idem_lookup(text, text),
-    idem_http_answer(text, text),
-    idem_inbox_receive(text, text, bytea, boolean, text, bytea, text, bigint, interval),
-    idem_inbox_next(text, integer, interval),
-    idem_inbox_done(text, text, integer),
-    idem_inbox_done_batch(text, text[], integer[]),
-    idem_inbox_fail(text, text, integer, boolean, text, integer),
-    idem_webhook_receive(text, text, text[], text, bytea, text, text, text, boolean, text, bigint, interval, interval, timestamptz),
-    idem_webhook_receive(text, text, text[], text, text, text, text, text, boolean, text, bigint, interval, interval, timestamptz),
-    idem_outbox_emit(text, jsonb, text, text, jsonb, interval),
-    idem_outbox_emit(text, text, text, text, jsonb, interval),
-    idem_outbox_emit(text, bytea, text, text, jsonb, interval),
-    idem_outbox_next(text, integer, interval),
-    idem_outbox_done(uuid, integer, text),
-    idem_outbox_done_batch(uuid[], integer[], text),
-    idem_outbox_fail(uuid, integer, boolean, text, text),
-    idem_outbox_fail_batch(uuid[], integer[], boolean, text, text)
+    idempotency.idem_claim(text, text, bytea, interval, interval, boolean),
+    idempotency.idem_complete(text, text, integer, text, jsonb, integer, bytea, jsonb),
+    idempotency.idem_fail(text, text, integer, boolean, jsonb, integer, bytea, jsonb),
+    idempotency.idem_heartbeat(text, text, integer, interval),
+    idempotency.idem_lookup(text, text),
+    idempotency.idem_http_answer(text, text),
+    idempotency.idem_inbox_receive(text, text, bytea, boolean, text, bytea, text, bigint, interval),
+    idempotency.idem_inbox_next(text, integer, interval),
+    idempotency.idem_inbox_done(text, text, integer),
+    idempotency.idem_inbox_done_batch(text, text[], integer[]),
+    idempotency.idem_inbox_fail(text, text, integer, boolean, text, integer),
+    idempotency.idem_webhook_receive(text, text, text[], text, bytea, text, text, text, boolean, text, bigint, interval, interval, timestamptz),
+    idempotency.idem_webhook_receive(text, text, text[], text, text, text, text, text, boolean, text, bigint, interval, interval, timestamptz),
+    idempotency.idem_outbox_emit(text, jsonb, text, text, jsonb, interval),
+    idempotency.idem_outbox_emit(text, text, text, text, jsonb, interval),
+    idempotency.idem_outbox_emit(text, bytea, text, text, jsonb, interval),
+    idempotency.idem_outbox_next(text, integer, interval),
+    idempotency.idem_outbox_done(uuid, integer, text),
+    idempotency.idem_outbox_done_batch(uuid[], integer[], text),
+    idempotency.idem_outbox_fail(uuid, integer, boolean, text, text),
+    idempotency.idem_outbox_fail_batch(uuid[], integer[], boolean, text, text)
 TO sec_idempotency_user;
-GRANT EXECUTE ON FUNCTION idem_stuck(interval) TO sec_reconciler;
+GRANT EXECUTE ON FUNCTION idempotency.idem_stuck(interval) TO sec_reconciler;
 GRANT EXECUTE ON FUNCTION
-    idem_purge(integer, integer, boolean, interval),
-    idem_purge_batch(text, integer, tid, boolean, interval),
-    idem_unschedule_purge(name),
-    idem_outbox_requeue(uuid, text)
+    idempotency.idem_purge(integer, integer, boolean, interval),
+    idempotency.idem_purge_batch(text, integer, tid, boolean, interval),
+    idempotency.idem_unschedule_purge(name),
+    idempotency.idem_outbox_requeue(uuid, text)
 TO sec_idempotency_ops;
 GRANT USAGE ON SCHEMA idempotency TO sec_idempotency_ops;
 GRANT SELECT ON idempotency.outbox TO sec_idempotency_ops;
-GRANT EXECUTE ON PROCEDURE idem_purge_loop(integer, interval, boolean, interval, interval, bigint)
+GRANT EXECUTE ON PROCEDURE idempotency.idem_purge_loop(integer, interval, boolean, interval, interval, bigint)
 TO sec_idempotency_ops;
 DO $$
 DECLARE
     p regprocedure;
 BEGIN
-    -- idem_schedule_purge(text, name, integer), 0.8: (text, name, integer, name)
+    -- idempotency.idem_schedule_purge(text, name, integer), 0.8: (text, name, integer, name)
     FOR p IN SELECT oid::regprocedure FROM pg_proc WHERE proname = 'idem_schedule_purge' LOOP
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO sec_idempotency_ops', p);
     END LOOP;
@@ -66,18 +66,18 @@ DECLARE
     r text;
     k text;
 BEGIN
-    IF pg_catalog.to_regprocedure('idem_bind(text, text, regrole)') IS NULL THEN
+    IF pg_catalog.to_regprocedure('idempotency.idem_bind(text, text, regrole)') IS NULL THEN
         RETURN;
     END IF;
     FOR r IN SELECT unnest(ARRAY['sec_payments_service', 'sec_reconciler', 'sec_ops_login', 'sec_monitoring',
                                  'sec_all_exec', 'sec_dbowner'])
     LOOP
         FOREACH k IN ARRAY ARRAY['scope', 'consumer', 'topic'] LOOP
-            PERFORM idem_bind(k, r || '/', r::regrole);
+            PERFORM idempotency.idem_bind(k, r || '/', r::regrole);
         END LOOP;
     END LOOP;
     FOREACH k IN ARRAY ARRAY['scope', 'consumer', 'topic'] LOOP
-        PERFORM idem_bind(k, 'superuser/', current_user::text::regrole);
+        PERFORM idempotency.idem_bind(k, 'superuser/', current_user::text::regrole);
     END LOOP;
 END
 $$;

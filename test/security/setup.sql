@@ -50,7 +50,7 @@ $$;
 -- call's function (or read its view) and got 42501; WRONG otherwise.
 -- needs: the other functions (or relations, schema-qualified) the call depends on, comma-separated:
 -- when the role may not use one of them, the call is unreachable whatever it answered. A function
--- is a name (any overload will do) or one overload's signature (idem_http_answer(text,text)).
+-- is a name (any overload will do) or one overload's signature (idempotency.idem_http_answer(text,text)).
 CREATE OR REPLACE FUNCTION public.attack_reachable(what pg_catalog.text)
 RETURNS pg_catalog.bool LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE WHEN pg_catalog.strpos(what, '(') OPERATOR(pg_catalog.>) 0
@@ -61,8 +61,8 @@ RETURNS pg_catalog.bool LANGUAGE sql STABLE SET search_path = pg_catalog, pg_tem
                 ELSE EXISTS (SELECT FROM pg_catalog.pg_proc p
                              WHERE p.proname OPERATOR(pg_catalog.=) what
                                AND pg_catalog.has_function_privilege(p.oid, 'EXECUTE'))
-                     OR (pg_catalog.to_regclass(pg_catalog.concat('public.', what)) IS NOT NULL
-                         AND pg_catalog.has_table_privilege(pg_catalog.concat('public.', what), 'SELECT'))
+                     OR (pg_catalog.to_regclass(pg_catalog.concat('idempotency.', what)) IS NOT NULL
+                         AND pg_catalog.has_table_privilege(pg_catalog.concat('idempotency.', what), 'SELECT'))
            END
 $$;
 CREATE OR REPLACE FUNCTION public.attack_record(call pg_catalog.text, got pg_catalog.text,

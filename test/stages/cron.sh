@@ -4,9 +4,11 @@
 #  2. from the cron database, a job purging another database (cron.schedule_in_database);
 # each deletes exactly the expired rows and keeps the live ones, and cron.job_run_details shows
 # a succeeded run. The second job runs as a dedicated non-superuser purge role (run_as).
-#  3. a job for a database without the extension, where someone planted a procedure
-#     public.idem_purge_loop with the extension's signature: the run fails with 55000 and says
-#     so, and the planted procedure never runs (issue 28). Also: rescheduling updates the job (never a duplicate), unscheduling removes
+#  3. a job for a database without the extension, where its owner planted a procedure
+#     idem_purge_loop with the extension's signature in public and in a schema idempotency of its
+#     own: the run fails with 55000 and says so, and no planted procedure runs.
+#  4. a job scheduled by 1.1.0 (its command calls public.idem_purge_loop) is scheduled again by
+#     ALTER EXTENSION UPDATE in the cron database: the same command a 2.0.0 schedule makes. Also: rescheduling updates the job (never a duplicate), unscheduling removes
 # it, and without CREATE EXTENSION pg_cron the error says what to run.
 # Needs the running test cluster (PGHOST/PGPORT/PGUSER from test/pgcluster). pg_cron 1.4 has no
 # seconds schedules, so the jobs run at the next minute boundary: takes up to ~65 s.
@@ -36,7 +38,7 @@ seed() {
 
 q $CRON_DB "DROP EXTENSION IF EXISTS idempotency CASCADE; CREATE EXTENSION idempotency;"
 if [ "$(q $CRON_DB "SELECT count(*) FROM pg_extension WHERE extname = 'pg_cron'")" = 0 ]; then
-    err=$(psql -X -qtA -d $CRON_DB -c "SELECT idem_schedule_purge()" 2>&1 || true)
+    err=$(psql -X -qtA -d $CRON_DB -c "SELECT idempotency.idem_schedule_purge()" 2>&1 || true)
     echo "$err" | grep -q 'extension pg_cron is not installed in database "postgres"' ||
         fail "expected the missing pg_cron error, got: $err"
     echo "$err" | grep -q 'HINT:  Run CREATE EXTENSION pg_cron in database "postgres".' ||
@@ -51,25 +53,27 @@ q $CRON_DB "CREATE DATABASE $EMPTY_DB"
 q $TARGET_DB "CREATE EXTENSION idempotency"
 # the purge role: LOGIN (pg_cron's worker connects as it), EXECUTE on the two purge routines only
 q $CRON_DB "DROP ROLE IF EXISTS $PURGE_ROLE; CREATE ROLE $PURGE_ROLE LOGIN"
-q $TARGET_DB "GRANT EXECUTE ON PROCEDURE idem_purge_loop(integer, interval, boolean, interval, interval, bigint) TO $PURGE_ROLE;
-              GRANT EXECUTE ON FUNCTION idem_purge_batch(text, integer, tid, boolean, interval) TO $PURGE_ROLE"
-# the planted procedure: records who ran it
-q $EMPTY_DB "CREATE TABLE planted_runs (who text); GRANT INSERT ON planted_runs TO PUBLIC;
+q $TARGET_DB "GRANT EXECUTE ON PROCEDURE idempotency.idem_purge_loop(integer, interval, boolean, interval, interval, bigint) TO $PURGE_ROLE;
+              GRANT EXECUTE ON FUNCTION idempotency.idem_purge_batch(text, integer, tid, boolean, interval) TO $PURGE_ROLE"
+# the planted procedures (in public and in a schema named as the extension's): record who ran them
+q $EMPTY_DB "CREATE TABLE planted_runs (who text); GRANT INSERT ON planted_runs TO PUBLIC; CREATE SCHEMA idempotency;
              CREATE PROCEDURE public.idem_purge_loop(integer, interval, boolean, interval, interval, INOUT bigint)
              LANGUAGE plpgsql AS \$\$BEGIN INSERT INTO public.planted_runs VALUES (current_user); END\$\$;
-             GRANT EXECUTE ON PROCEDURE public.idem_purge_loop(integer, interval, boolean, interval, interval, bigint) TO PUBLIC"
+             CREATE PROCEDURE idempotency.idem_purge_loop(integer, interval, boolean, interval, interval, INOUT bigint)
+             LANGUAGE plpgsql AS \$\$BEGIN INSERT INTO public.planted_runs VALUES (current_user); END\$\$;
+             GRANT EXECUTE ON ALL PROCEDURES IN SCHEMA public, idempotency TO PUBLIC"
 seed $CRON_DB
 seed $TARGET_DB
 
 # schedule both; scheduling again updates the same job
-local_job=$(q $CRON_DB "SELECT idem_schedule_purge('0 0 1 1 *')")
-again=$(q $CRON_DB "SELECT idem_schedule_purge('* * * * *', batch_size => 1000)")
+local_job=$(q $CRON_DB "SELECT idempotency.idem_schedule_purge('0 0 1 1 *')")
+again=$(q $CRON_DB "SELECT idempotency.idem_schedule_purge('* * * * *', batch_size => 1000)")
 [ "$local_job" = "$again" ] || fail "rescheduling created job $again next to $local_job"
-remote_job=$(q $CRON_DB "SELECT idem_schedule_purge('* * * * *', '$TARGET_DB', 1000, run_as => '$PURGE_ROLE')")
-empty_job=$(q $CRON_DB "SELECT idem_schedule_purge('* * * * *', '$EMPTY_DB', 1000)")
+remote_job=$(q $CRON_DB "SELECT idempotency.idem_schedule_purge('* * * * *', '$TARGET_DB', 1000, run_as => '$PURGE_ROLE')")
+empty_job=$(q $CRON_DB "SELECT idempotency.idem_schedule_purge('* * * * *', '$EMPTY_DB', 1000)")
 # every job runs the guarded command: the extension's own procedure or nothing
 jobs=$(q $CRON_DB "SELECT string_agg(jobname || ' ' || schedule || ' ' || database || ' ' || username || ' ' ||
-                   (command LIKE 'DO \$idem_purge\$%to_regprocedure(''public.idem_purge_loop(integer,interval,boolean,interval,interval,bigint)'')%CALL public.idem_purge_loop(1000, interval %')::text,
+                   (command LIKE 'DO \$idem_purge\$%to_regprocedure(''idempotency.idem_purge_loop(integer,interval,boolean,interval,interval,bigint)'')%CALL idempotency.idem_purge_loop(1000, interval %')::text,
                    ' | ' ORDER BY jobname) FROM cron.job WHERE jobname LIKE 'idempotency-purge:%'")
 expect="idempotency-purge:$EMPTY_DB * * * * * $EMPTY_DB postgres true | idempotency-purge:$TARGET_DB * * * * * $TARGET_DB $PURGE_ROLE true | idempotency-purge:postgres * * * * * postgres postgres true"
 [ "$jobs" = "$expect" ] || fail "cron.job: $jobs"
@@ -92,7 +96,7 @@ for _ in $(seq 1 30); do
     [ -n "$empty_run" ] && break
     sleep 1
 done
-[ "$empty_run" = "failed: ERROR: idempotency is not installed in schema public of database $EMPTY_DB: nothing purged" ] ||
+[ "$empty_run" = "failed: ERROR: idempotency is not installed in schema idempotency of database $EMPTY_DB: nothing purged" ] ||
     fail "the job of $EMPTY_DB: $empty_run"
 planted=$(q $EMPTY_DB "SELECT count(*) FROM planted_runs")
 [ "$planted" = 0 ] || fail "the planted procedure ran $planted times"
@@ -114,30 +118,48 @@ done
 # refused with 42501 for reading the superuser-only cron.database_name (before 0.8 it was)
 OPS=idem_cron_ops
 q $CRON_DB "DROP ROLE IF EXISTS $OPS; CREATE ROLE $OPS LOGIN;
-            GRANT EXECUTE ON FUNCTION idem_schedule_purge(text, name, integer, name), idem_unschedule_purge(name) TO $OPS;
+            GRANT EXECUTE ON FUNCTION idempotency.idem_schedule_purge(text, name, integer, name), idempotency.idem_unschedule_purge(name) TO $OPS;
             GRANT USAGE ON SCHEMA cron TO $OPS;
             GRANT EXECUTE ON FUNCTION cron.schedule(text, text, text), cron.unschedule(bigint) TO $OPS"
-q $TARGET_DB "GRANT EXECUTE ON FUNCTION idem_schedule_purge(text, name, integer, name) TO $OPS"
-ops_job=$(q $CRON_DB "SET ROLE $OPS; SELECT idem_schedule_purge('0 0 1 1 *', '$CRON_DB', 10)")
+q $TARGET_DB "GRANT EXECUTE ON FUNCTION idempotency.idem_schedule_purge(text, name, integer, name) TO $OPS"
+ops_job=$(q $CRON_DB "SET ROLE $OPS; SELECT idempotency.idem_schedule_purge('0 0 1 1 *', '$CRON_DB', 10)")
 ops_user=$(q $CRON_DB "SELECT username FROM cron.job WHERE jobid = ${ops_job:-0}")
 [ "$ops_user" = "$OPS" ] || fail "a job scheduled by $OPS runs as '$ops_user'"
-ops_elsewhere=$(psql -X -qtA -d $TARGET_DB -c "SET ROLE $OPS" -c "SELECT idem_schedule_purge()" 2>&1 | head -n 1 || true)
+ops_elsewhere=$(psql -X -qtA -d $TARGET_DB -c "SET ROLE $OPS" -c "SELECT idempotency.idem_schedule_purge()" 2>&1 | head -n 1 || true)
 [ "$ops_elsewhere" = "ERROR:  pg_cron jobs are managed from the cron database (cron.database_name), not \"$TARGET_DB\"" ] ||
     fail "$OPS outside the cron database: $ops_elsewhere"
-[ "$(q $CRON_DB "SET ROLE $OPS; SELECT idem_unschedule_purge('$CRON_DB')")" = t ] || fail "$OPS unschedules its job"
+[ "$(q $CRON_DB "SET ROLE $OPS; SELECT idempotency.idem_unschedule_purge('$CRON_DB')")" = t ] || fail "$OPS unschedules its job"
 q $TARGET_DB "DROP OWNED BY $OPS"
 q $CRON_DB "DROP OWNED BY $OPS; DROP ROLE $OPS"
 echo "cron: a non-superuser ($OPS) scheduled job $ops_job (runs as $OPS) and unscheduled it; elsewhere: '$ops_elsewhere'"
 
 # unschedule: true, then false; nothing left in cron.job
-[ "$(q $CRON_DB "SELECT idem_unschedule_purge()")" = t ] || fail "unschedule $CRON_DB"
-[ "$(q $CRON_DB "SELECT idem_unschedule_purge('$TARGET_DB')")" = t ] || fail "unschedule $TARGET_DB (a job of $PURGE_ROLE)"
-[ "$(q $CRON_DB "SELECT idem_unschedule_purge('$EMPTY_DB')")" = t ] || fail "unschedule $EMPTY_DB"
-[ "$(q $CRON_DB "SELECT idem_unschedule_purge()")" = f ] || fail "second unschedule"
+[ "$(q $CRON_DB "SELECT idempotency.idem_unschedule_purge()")" = t ] || fail "unschedule $CRON_DB"
+[ "$(q $CRON_DB "SELECT idempotency.idem_unschedule_purge('$TARGET_DB')")" = t ] || fail "unschedule $TARGET_DB (a job of $PURGE_ROLE)"
+[ "$(q $CRON_DB "SELECT idempotency.idem_unschedule_purge('$EMPTY_DB')")" = t ] || fail "unschedule $EMPTY_DB"
+[ "$(q $CRON_DB "SELECT idempotency.idem_unschedule_purge()")" = f ] || fail "second unschedule"
 [ "$(q $CRON_DB "SELECT count(*) FROM cron.job WHERE jobname LIKE 'idempotency-purge:%'")" = 0 ] ||
     fail "jobs left in cron.job"
 q $CRON_DB "DROP DATABASE $TARGET_DB WITH (FORCE)"
 q $CRON_DB "DROP DATABASE $EMPTY_DB WITH (FORCE)"
 q $CRON_DB "DROP ROLE $PURGE_ROLE"
 q $CRON_DB "DROP EXTENSION idempotency"
+
+# a job scheduled by 1.1.0 calls public.idem_purge_loop; the update to 2.0.0, run in the cron
+# database, schedules it again (same schedule, batch size and user): the command 2.0.0 makes
+"$(dirname "$0")/../upgrade/scripts" add
+trap '"$(dirname "$0")/../upgrade/scripts" remove' EXIT
+q $CRON_DB "CREATE EXTENSION idempotency VERSION '1.1.0'"
+old_job=$(q $CRON_DB "SELECT public.idem_schedule_purge('0 0 1 1 *', batch_size => 77)")
+old_cmd=$(q $CRON_DB "SELECT command FROM cron.job WHERE jobid = $old_job")
+case "$old_cmd" in *"CALL public.idem_purge_loop(77, "*) ;; *) fail "1.1.0's job command: $old_cmd" ;; esac
+q $CRON_DB "ALTER EXTENSION idempotency UPDATE"
+updated=$(q $CRON_DB "SELECT jobid || ' ' || schedule || ' ' || command FROM cron.job WHERE jobname = 'idempotency-purge:$CRON_DB'")
+q $CRON_DB "SELECT idempotency.idem_schedule_purge('0 0 1 1 *', batch_size => 77)" >/dev/null
+fresh=$(q $CRON_DB "SELECT jobid || ' ' || schedule || ' ' || command FROM cron.job WHERE jobname = 'idempotency-purge:$CRON_DB'")
+[ "$updated" = "$fresh" ] || fail "the 1.1.0 job after the update: $updated; 2.0.0 schedules: $fresh"
+case "$updated" in *"CALL idempotency.idem_purge_loop(77, "*) ;; *) fail "the updated job: $updated" ;; esac
+[ "$(q $CRON_DB "SELECT idempotency.idem_unschedule_purge()")" = t ] || fail "unschedule after the update"
+q $CRON_DB "DROP EXTENSION idempotency"
+echo "cron: a 1.1.0 job (batch 77) was scheduled again by ALTER EXTENSION UPDATE, as 2.0.0 schedules it"
 echo "cron: ok"

@@ -13,15 +13,15 @@ q -d postgres -c "DROP DATABASE IF EXISTS $SRC" -c "DROP DATABASE IF EXISTS $DST
     -c "CREATE DATABASE $DST"
 q -d $SRC >/dev/null <<'SQL'
 CREATE EXTENSION idempotency;
-SELECT outcome FROM idem_claim('dump/a', 'completed', idem_fingerprint('{"amount": 1}'));
-SELECT idem_complete('dump/a', 'completed', 1, 'pay_1', '{"id": "pay_1"}', 201);
-SELECT outcome FROM idem_claim('dump/a', 'failed', '\x02');
-SELECT idem_fail('dump/a', 'failed', 1, false, '{"error": "declined"}', 402);
-SELECT outcome FROM idem_claim('dump/b', 'processing', '\x03', '1 hour');
-SELECT idem_inbox_receive('dump-consumer', 'e1', '\x01', true, 'created', '\x7b7d');
-SELECT idem_inbox_receive('dump-consumer', 'e2', '\x02', false, NULL, NULL, 'order-1', 7);
-SELECT idem_outbox_emit('dump-topic', '{"n": 1}', 'order-1', 'order:1:paid');
-SELECT idem_outbox_emit('dump-topic', '{"n": 2}', 'order-1');
+SELECT outcome FROM idempotency.idem_claim('dump/a', 'completed', idempotency.idem_fingerprint('{"amount": 1}'));
+SELECT idempotency.idem_complete('dump/a', 'completed', 1, 'pay_1', '{"id": "pay_1"}', 201);
+SELECT outcome FROM idempotency.idem_claim('dump/a', 'failed', '\x02');
+SELECT idempotency.idem_fail('dump/a', 'failed', 1, false, '{"error": "declined"}', 402);
+SELECT outcome FROM idempotency.idem_claim('dump/b', 'processing', '\x03', '1 hour');
+SELECT idempotency.idem_inbox_receive('dump-consumer', 'e1', '\x01', true, 'created', '\x7b7d');
+SELECT idempotency.idem_inbox_receive('dump-consumer', 'e2', '\x02', false, NULL, NULL, 'order-1', 7);
+SELECT idempotency.idem_outbox_emit('dump-topic', '{"n": 1}', 'order-1', 'order:1:paid');
+SELECT idempotency.idem_outbox_emit('dump-topic', '{"n": 2}', 'order-1');
 SQL
 snapshot() { # db: every stored row, in order
     q -d "$1" -c "SELECT r::text FROM idempotency.records r ORDER BY scope, key" \
@@ -42,20 +42,20 @@ n=$(q -d $DST -c "SELECT (SELECT count(*) FROM idempotency.records) || '/' || (S
 # the restored database behaves as the original: replay, in_progress, duplicate, the owner completes
 got=$(q -d $DST <<'SQL'
 SELECT extversion FROM pg_extension WHERE extname = 'idempotency';
-SELECT outcome || ' ' || resource_id || ' ' || response_status FROM idem_claim('dump/a', 'completed', idem_fingerprint('{"amount": 1.0}'));
-SELECT outcome || ' ' || response_status FROM idem_claim('dump/a', 'failed', '\x02');
-SELECT outcome || ' ' || attempt FROM idem_claim('dump/b', 'processing', '\x03', wait => false);
-SELECT idem_complete('dump/b', 'processing', 1, 'r3');
-SELECT idem_inbox_receive('dump-consumer', 'e1', '\x01');
-SELECT idem_inbox_receive('dump-consumer', 'e2', '\x02', false, NULL, NULL, 'order-1', 7);
-SELECT has_function_privilege('public', 'idem_claim(text,text,bytea,interval,interval,boolean)', 'EXECUTE');
-SELECT idem_outbox_emit('dump-topic', '{"n": 1}', 'order-1', 'order:1:paid') = (SELECT event_id FROM idempotency.outbox WHERE seq = 1);
-SELECT idem_outbox_emit('dump-topic', '{"n": 3}', 'order-1') IS NOT NULL;
-SELECT string_agg(payload::text || ' ' || attempt, ', ') FROM idem_outbox_next('dump-topic');
+SELECT outcome || ' ' || resource_id || ' ' || response_status FROM idempotency.idem_claim('dump/a', 'completed', idempotency.idem_fingerprint('{"amount": 1.0}'));
+SELECT outcome || ' ' || response_status FROM idempotency.idem_claim('dump/a', 'failed', '\x02');
+SELECT outcome || ' ' || attempt FROM idempotency.idem_claim('dump/b', 'processing', '\x03', wait => false);
+SELECT idempotency.idem_complete('dump/b', 'processing', 1, 'r3');
+SELECT idempotency.idem_inbox_receive('dump-consumer', 'e1', '\x01');
+SELECT idempotency.idem_inbox_receive('dump-consumer', 'e2', '\x02', false, NULL, NULL, 'order-1', 7);
+SELECT has_function_privilege('public', 'idempotency.idem_claim(text,text,bytea,interval,interval,boolean)', 'EXECUTE');
+SELECT idempotency.idem_outbox_emit('dump-topic', '{"n": 1}', 'order-1', 'order:1:paid') = (SELECT event_id FROM idempotency.outbox WHERE seq = 1);
+SELECT idempotency.idem_outbox_emit('dump-topic', '{"n": 3}', 'order-1') IS NOT NULL;
+SELECT string_agg(payload::text || ' ' || attempt, ', ') FROM idempotency.idem_outbox_next('dump-topic');
 SELECT count(*) || ' events, the new one after the restored: ' || (max(seq) > 2) FROM idempotency.outbox;
 SQL
 )
-want='1.1.0
+want='2.0.0
 replayed pay_1 201
 replayed 402
 in_progress 1
@@ -82,10 +82,10 @@ q -d postgres -c "CREATE DATABASE $SRC" -c "CREATE DATABASE $DST" \
     -c "DROP ROLE IF EXISTS idem_dump_app" -c "CREATE ROLE idem_dump_app NOLOGIN"
 q -d $SRC >/dev/null <<'SQL'
 CREATE EXTENSION idempotency VERSION '0.7';
-GRANT EXECUTE ON FUNCTION idem_claim(text, text, bytea, interval, interval, boolean),
-    idem_schedule_purge(text, name, integer) TO idem_dump_app;
+GRANT EXECUTE ON FUNCTION public.idem_claim(text, text, bytea, interval, interval, boolean),
+    public.idem_schedule_purge(text, name, integer) TO idem_dump_app; -- 0.7 (1.x too): in public
 ALTER EXTENSION idempotency UPDATE;
-GRANT EXECUTE ON FUNCTION idem_fail(text, text, integer, boolean, jsonb, integer, bytea, jsonb) TO idem_dump_app;
+GRANT EXECUTE ON FUNCTION idempotency.idem_fail(text, text, integer, boolean, jsonb, integer, bytea, jsonb) TO idem_dump_app;
 SQL
 pg_dump -Fc -d $SRC -f "$DUMP"
 pg_restore --exit-on-error -d $DST "$DUMP"

@@ -16,7 +16,7 @@ trap 'rm -f "$SCRIPT"' EXIT
 rc=0
 run() { # name, extra PGOPTIONS
     local out
-    echo "SELECT outcome FROM idem_claim('$1', ((extract(epoch FROM clock_timestamp()) * 200)::bigint)::text);" >"$SCRIPT"
+    echo "SELECT outcome FROM idempotency.idem_claim('$1', ((extract(epoch FROM clock_timestamp()) * 200)::bigint)::text);" >"$SCRIPT"
     out=$(PGOPTIONS="$PGOPTIONS $2" pgbench -n -c 16 -j 2 -T 3 -f "$SCRIPT" $DB 2>&1) || true
     local processed failed
     processed=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")

@@ -16,14 +16,17 @@
 #  - database idem_security_owned, owned by sec_dbowner (no superuser), who plants schema evil and
 #    sets ALTER DATABASE ... SET search_path = evil, pg_catalog, public: the superuser runs the
 #    battery there, CALLs idem_purge_loop in a fresh session as pg_cron would, and (when the
-#    cluster has pg_cron) real pg_cron jobs purge it: the CALL that jobs scheduled by 0.7 and
-#    before run, and the job idem_schedule_purge makes (in the cron database, postgres)
-# SECURITY_PARTS (default "lint catalog attack") picks the parts. Needs the running test cluster
+#    cluster has pg_cron) real pg_cron jobs purge it: a hand-written job's CALL idempotency.idem_purge_loop
+#    and the job idem_schedule_purge makes (in the cron database, postgres)
+# - part owner: the database owner's overloads of every routine and view (test/security/owner.sh:
+#   the 1.x layout falls to them, 2.0.0 does not; then every documented statement of README.md and
+#   docs/ in a database whose owner planted them, test/docs/doctest.py with IDEM_DOCS_OWNER_ATTACK=1)
+# SECURITY_PARTS (default "lint catalog attack owner") picks the parts. Needs the running test cluster
 # (PGHOST/PGPORT/PGUSER, a superuser). Takes about a minute (the pg_cron job runs at the next
 # minute boundary).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-PARTS=${SECURITY_PARTS:-lint catalog attack}
+PARTS=${SECURITY_PARTS:-lint catalog attack owner}
 DB=idem_security
 OWNED=idem_security_owned
 SUPER=${PGUSER:-postgres}
@@ -41,6 +44,16 @@ if want lint; then
     else
         cat "$LOGS/lint-self-test" >&2
         bad "test/sql-lint --self-test"
+    fi
+fi
+
+if want owner; then
+    test/security/owner.sh || bad "the database owner's attack (above)"
+    if IDEM_DOCS_OWNER_ATTACK=1 python3 test/docs/doctest.py >"$LOGS/docs-owner" 2>&1; then
+        say "$(grep "the database owner's attack" "$LOGS/docs-owner")"
+    else
+        grep -E '^FAIL|owner' "$LOGS/docs-owner" >&2
+        bad "the documented statements against a hostile database owner (above)"
     fi
 fi
 
@@ -83,17 +96,17 @@ psql -X -q -v ON_ERROR_STOP=1 -U sec_dbowner -d $OWNED -c "CREATE SCHEMA evil" -
     >>"$LOGS/plant" 2>&1 || { cat "$LOGS/plant" >&2; bad "planting the database owner's decoys"; }
 
 # real pg_cron jobs purging the owner's database as the superuser (they run at the next minute):
-# the command pg_cron jobs of 0.7 and before run, and the job idem_schedule_purge makes now
+# a job written by hand with the qualified CALL (docs/lifecycle.md), and the job idem_schedule_purge makes
 jobs=""
 ext_created=0
 if [ $cron = 1 ]; then
     jobs=$(sq -d postgres -tAc "SELECT cron.schedule_in_database('idem-security-purge', '* * * * *',
-            'CALL public.idem_purge_loop(batch_size => 1000)', '$OWNED')") || bad "scheduling the pg_cron job"
+            'CALL idempotency.idem_purge_loop(batch_size => 1000)', '$OWNED')") || bad "scheduling the pg_cron job"
     if [ "$(sq -d postgres -tAc "SELECT count(*) FROM pg_extension WHERE extname = 'idempotency'")" = 0 ]; then
         sq -d postgres -c "CREATE EXTENSION idempotency" >/dev/null && ext_created=1
     fi
-    job2=$(sq -d postgres -tAc "SELECT idem_schedule_purge('* * * * *', '$OWNED', 1000)") ||
-        bad "idem_schedule_purge('* * * * *', '$OWNED', 1000) in the cron database"
+    job2=$(sq -d postgres -tAc "SELECT idempotency.idem_schedule_purge('* * * * *', '$OWNED', 1000)") ||
+        bad "idempotency.idem_schedule_purge('* * * * *', '$OWNED', 1000) in the cron database"
     jobs="$jobs${job2:+,$job2}"
     sq -d postgres -tAc "SELECT 'pg_cron job ' || jobid || ' as ' || username || ' in ' || database || ': ' ||
                                 left(regexp_replace(command, '\s+', ' ', 'g'), 120)
@@ -125,8 +138,8 @@ for c in $combos; do
 done
 # the superuser's purge in a fresh session of the owner's database, as pg_cron runs it
 PGOPTIONS='-c attack.call=CALL_idem_purge_loop_as_pg_cron' psql -X -q -U "$SUPER" -d $OWNED \
-    -c "CALL public.idem_purge_loop(batch_size => 1000)" >"$LOGS/cron-like.out" 2>&1 ||
-    { cat "$LOGS/cron-like.out" >&2; bad "the superuser's CALL public.idem_purge_loop(batch_size => 1000) in $OWNED failed"; }
+    -c "CALL idempotency.idem_purge_loop(batch_size => 1000)" >"$LOGS/cron-like.out" 2>&1 ||
+    { cat "$LOGS/cron-like.out" >&2; bad "the superuser's CALL idempotency.idem_purge_loop(batch_size => 1000) in $OWNED failed"; }
 
 if [ -n "$jobs" ]; then
     n_jobs=$(tr ',' '\n' <<<"$jobs" | grep -c .)

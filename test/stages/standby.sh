@@ -108,32 +108,32 @@ q "$P_PORT" >/dev/null <<'SQL'
 CREATE EXTENSION pg_cron;
 CREATE EXTENSION idempotency;
 CREATE ROLE standby_tenant NOLOGIN;
-SELECT idem_bind('topic', 'tenant:', 'standby_tenant');
-SELECT idem_schedule_purge() > 0;
+SELECT idempotency.idem_bind('topic', 'tenant:', 'standby_tenant');
+SELECT idempotency.idem_schedule_purge() > 0;
 -- records: completed, processing and failed, in two scopes
-SELECT outcome FROM idem_claim('shop:a/pay', 'done', '\x01');
-SELECT idem_complete('shop:a/pay', 'done', 1, 'pay_1', '{"id": "pay_1"}', 201);
-SELECT outcome FROM idem_claim('shop:a/pay', 'busy', '\x02', '1 hour');
-SELECT outcome FROM idem_claim('shop:a/pay', 'failed', '\x03');
-SELECT idem_fail('shop:a/pay', 'failed', 1, false, '{"error": "declined"}', 402);
-SELECT outcome FROM idem_claim('shop:b/refund', 'done', '\x04');
-SELECT idem_complete('shop:b/refund', 'done', 1, response_body => 'ok', response_status => 200);
-SELECT outcome FROM idem_claim('shop:b/refund', 'busy', '\x05', '1 hour');
-SELECT outcome FROM idem_claim('shop:b/refund', 'failed', '\x06');
-SELECT idem_fail('shop:b/refund', 'failed', 1, true);
-SELECT outcome FROM idem_claim('shop:a/pay', 'done', '\x01'); -- a replay, counted
+SELECT outcome FROM idempotency.idem_claim('shop:a/pay', 'done', '\x01');
+SELECT idempotency.idem_complete('shop:a/pay', 'done', 1, 'pay_1', '{"id": "pay_1"}', 201);
+SELECT outcome FROM idempotency.idem_claim('shop:a/pay', 'busy', '\x02', '1 hour');
+SELECT outcome FROM idempotency.idem_claim('shop:a/pay', 'failed', '\x03');
+SELECT idempotency.idem_fail('shop:a/pay', 'failed', 1, false, '{"error": "declined"}', 402);
+SELECT outcome FROM idempotency.idem_claim('shop:b/refund', 'done', '\x04');
+SELECT idempotency.idem_complete('shop:b/refund', 'done', 1, response_body => 'ok', response_status => 200);
+SELECT outcome FROM idempotency.idem_claim('shop:b/refund', 'busy', '\x05', '1 hour');
+SELECT outcome FROM idempotency.idem_claim('shop:b/refund', 'failed', '\x06');
+SELECT idempotency.idem_fail('shop:b/refund', 'failed', 1, true);
+SELECT outcome FROM idempotency.idem_claim('shop:a/pay', 'done', '\x01'); -- a replay, counted
 -- inbox: an inline delivery, a leased and a queued one
-SELECT idem_inbox_receive('crm', 'evt-inline', '\x01', entity_key => 'order-1', entity_seq => 3);
-SELECT idem_inbox_receive('crm', 'evt-leased', '\x02', true, 'created', '\x7b7d');
-SELECT count(*) FROM idem_inbox_next('crm', 1, '1 hour');
-SELECT idem_inbox_receive('crm', 'evt-queued', '\x03', true, 'created', '\x7b7d');
+SELECT idempotency.idem_inbox_receive('crm', 'evt-inline', '\x01', entity_key => 'order-1', entity_seq => 3);
+SELECT idempotency.idem_inbox_receive('crm', 'evt-leased', '\x02', true, 'created', '\x7b7d');
+SELECT count(*) FROM idempotency.idem_inbox_next('crm', 1, '1 hour');
+SELECT idempotency.idem_inbox_receive('crm', 'evt-queued', '\x03', true, 'created', '\x7b7d');
 -- outbox: a leased, a pending and a dead event; the ids in a table of the test's own
 CREATE TABLE standby_ids (name text PRIMARY KEY, id uuid);
-INSERT INTO standby_ids VALUES ('leased', idem_outbox_emit('orders', '{"n": 1}', 'order-1', 'order:1:paid'));
-SELECT count(*) FROM idem_outbox_next('orders', 1, '1 hour');
-INSERT INTO standby_ids VALUES ('pending', idem_outbox_emit('orders', '{"n": 2}', 'order-2'));
-INSERT INTO standby_ids VALUES ('dead', idem_outbox_emit('mail', '{"n": 3}', 'user-1'));
-SELECT idem_outbox_fail(event_id, attempt, false, 'bounced') FROM idem_outbox_next('mail', 1);
+INSERT INTO standby_ids VALUES ('leased', idempotency.idem_outbox_emit('orders', '{"n": 1}', 'order-1', 'order:1:paid'));
+SELECT count(*) FROM idempotency.idem_outbox_next('orders', 1, '1 hour');
+INSERT INTO standby_ids VALUES ('pending', idempotency.idem_outbox_emit('orders', '{"n": 2}', 'order-2'));
+INSERT INTO standby_ids VALUES ('dead', idempotency.idem_outbox_emit('mail', '{"n": 3}', 'user-1'));
+SELECT idempotency.idem_outbox_fail(event_id, attempt, false, 'bounced') FROM idempotency.idem_outbox_next('mail', 1);
 SQL
 as_pg "$BIN/pg_basebackup" -h "$WORK" -p "$P_PORT" -U postgres -D "$WORK/standby" -R -X stream -c fast ||
     { echo "standby: pg_basebackup failed"; exit 1; }
@@ -150,7 +150,7 @@ done
 
 # Counters: per server, in shared memory. The primary's count what it served, the standby's
 # start at zero (its own calls only; the refused claims above count nothing).
-counters="SELECT string_agg(counter || '=' || value, ' ' ORDER BY counter) FROM idem_counters() WHERE value > 0"
+counters="SELECT string_agg(counter || '=' || value, ' ' ORDER BY counter) FROM idempotency.idem_counters() WHERE value > 0"
 c_primary=$(q "$P_PORT" -c "$counters")
 c_standby=$(q "$S_PORT" -c "$counters")
 echo "standby: idem_counters on the primary: $c_primary"
@@ -161,79 +161,79 @@ echo "standby: idem_counters on the standby: ${c_standby:-(all 0)}"
 # routine name the cases that matter (a replay and a new key, a duplicate and a new delivery).
 SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
 STRIPE=whsec_test_secret_0123456789abcdefghij
-STD_SIG="idem_webhook_sign_standard('$SECRET', 'msg_1', '1614265330', '{}')"
-STRIPE_SIG="idem_webhook_sign_stripe('$STRIPE', 1614265330, '{}')"
+STD_SIG="idempotency.idem_webhook_sign_standard('$SECRET', 'msg_1', '1614265330', '{}')"
+STRIPE_SIG="idempotency.idem_webhook_sign_stripe('$STRIPE', 1614265330, '{}')"
 AT="now => to_timestamp(1614265330)"
 calls=$(cat <<SQL
-idem_canonical_json(jsonb,boolean)	SELECT idem_canonical_json('{"b": 1, "a": 2}'::jsonb)
-idem_canonical_json(text,boolean)	SELECT idem_canonical_json('{"b": 1, "a": 2}'::text)
-idem_fingerprint(jsonb,text[],text[],boolean)	SELECT idem_fingerprint('{"a": 1}'::jsonb)
-idem_fingerprint(text,text[],text[],boolean)	SELECT idem_fingerprint('{"a": 1}'::text)
-idem_fingerprint(bytea,text[],text[],boolean)	SELECT idem_fingerprint('{"a": 1}'::bytea)
-idem_key_from_header(text)	SELECT idem_key_from_header('"order-1"')
-idem_uuid_v7()	SELECT idem_uuid_v7()
-idem_uuid_v7_time(uuid)	SELECT idem_uuid_v7_time(id) FROM standby_ids
-idem_hmac_sha256(bytea,bytea)	SELECT idem_hmac_sha256('key', 'message')
-idem_secure_equal(bytea,bytea)	SELECT idem_secure_equal('a', 'a')
-idem_webhook_sign_standard(text,text,text,text)	SELECT $STD_SIG
-idem_webhook_sign_standard(text,text,text,bytea)	SELECT idem_webhook_sign_standard('$SECRET', 'msg_1', '1614265330', '{}'::bytea)
-idem_webhook_sign_stripe(text,bigint,text)	SELECT $STRIPE_SIG
-idem_webhook_sign_stripe(text,bigint,bytea)	SELECT idem_webhook_sign_stripe('$STRIPE', 1614265330, '{}'::bytea)
-idem_webhook_verify_standard(text,text,text,text,text,interval,timestamp with time zone)	SELECT idem_webhook_verify_standard('$SECRET', 'msg_1', '1614265330', '{}'::text, $STD_SIG, $AT)
-idem_webhook_verify_standard(text,text,text,bytea,text,interval,timestamp with time zone)	SELECT idem_webhook_verify_standard('$SECRET', 'msg_1', '1614265330', '{}'::bytea, $STD_SIG, $AT)
-idem_webhook_verify_standard(text[],text,text,text,text,interval,timestamp with time zone)	SELECT idem_webhook_verify_standard(ARRAY['$SECRET'], 'msg_1', '1614265330', '{}'::text, $STD_SIG, $AT)
-idem_webhook_verify_standard(text[],text,text,bytea,text,interval,timestamp with time zone)	SELECT idem_webhook_verify_standard(ARRAY['$SECRET'], 'msg_1', '1614265330', '{}'::bytea, $STD_SIG, $AT)
-idem_webhook_verify_stripe(text,text,text,interval,timestamp with time zone)	SELECT idem_webhook_verify_stripe('$STRIPE', $STRIPE_SIG, '{}'::text, $AT)
-idem_webhook_verify_stripe(text,text,bytea,interval,timestamp with time zone)	SELECT idem_webhook_verify_stripe('$STRIPE', $STRIPE_SIG, '{}'::bytea, $AT)
-idem_webhook_verify_stripe(text[],text,text,interval,timestamp with time zone)	SELECT idem_webhook_verify_stripe(ARRAY['$STRIPE'], $STRIPE_SIG, '{}'::text, $AT)
-idem_webhook_verify_stripe(text[],text,bytea,interval,timestamp with time zone)	SELECT idem_webhook_verify_stripe(ARRAY['$STRIPE'], $STRIPE_SIG, '{}'::bytea, $AT)
-idem_webhook_receive(text,text,text[],text,text,text,text,text,boolean,text,bigint,interval,interval,timestamp with time zone)	SELECT idem_webhook_receive('hooks', 'standard', ARRAY['$SECRET'], 'msg_1', '{}'::text, $STD_SIG, '1614265330', $AT)
-idem_webhook_receive(text,text,text[],text,bytea,text,text,text,boolean,text,bigint,interval,interval,timestamp with time zone)	SELECT idem_webhook_receive('hooks', 'standard', ARRAY['$SECRET'], 'msg_1', '{}'::bytea, $STD_SIG, '1614265330', $AT)
-idem_lookup(text,text)	SELECT status FROM idem_lookup('shop:a/pay', 'done')
-idem_lookup(text,text)	SELECT status FROM idem_lookup('shop:b/refund', 'busy')
-idem_http_answer(text,text)	SELECT status FROM idem_http_answer('shop:a/pay', 'done')
-idem_http_answer(idem_claim_result)	SELECT status FROM idem_http_answer(ROW('in_progress', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::idem_claim_result)
-idem_claim(text,text,bytea,interval,interval,boolean)	SELECT outcome FROM idem_claim('shop:a/pay', 'done', '\x01')
-idem_claim(text,text,bytea,interval,interval,boolean)	SELECT outcome FROM idem_claim('shop:a/pay', 'busy', '\x02', wait => false)
-idem_claim(text,text,bytea,interval,interval,boolean)	SELECT outcome FROM idem_claim('shop:a/pay', 'new', '\x07')
-idem_claim_support(internal)	EXPLAIN (COSTS OFF) SELECT outcome FROM idem_claim('shop:a/pay', 'done', '\x01')
-idem_complete(text,text,integer,text,jsonb,integer,bytea,jsonb)	SELECT idem_complete('shop:a/pay', 'busy', 1, 'pay_2', '{"id": "pay_2"}', 201)
-idem_fail(text,text,integer,boolean,jsonb,integer,bytea,jsonb)	SELECT idem_fail('shop:a/pay', 'busy', 1, true)
-idem_heartbeat(text,text,integer,interval)	SELECT idem_heartbeat('shop:a/pay', 'busy', 1)
-idem_stuck(interval)	SELECT count(*) FROM idem_stuck()
-idem_inbox_receive(text,text,bytea,boolean,text,bytea,text,bigint,interval)	SELECT idem_inbox_receive('crm', 'evt-inline', '\x01')
-idem_inbox_receive(text,text,bytea,boolean,text,bytea,text,bigint,interval)	SELECT idem_inbox_receive('crm', 'evt-new', '\x04')
-idem_inbox_next(text,integer,interval)	SELECT count(*) FROM idem_inbox_next('crm')
-idem_inbox_done(text,text,integer)	SELECT idem_inbox_done('crm', 'evt-leased', 1)
-idem_inbox_done_batch(text,text[],integer[])	SELECT idem_inbox_done_batch('crm', ARRAY['evt-leased'], ARRAY[1])
-idem_inbox_fail(text,text,integer,boolean,text,integer)	SELECT idem_inbox_fail('crm', 'evt-leased', 1, true, 'timeout')
-idem_outbox_emit(text,jsonb,text,text,jsonb,interval)	SELECT idem_outbox_emit('orders', '{"n": 4}'::jsonb, 'order-2')
-idem_outbox_emit(text,bytea,text,text,jsonb,interval)	SELECT idem_outbox_emit('orders', '\x7b7d'::bytea, 'order-2')
-idem_outbox_emit(text,text,text,text,jsonb,interval)	SELECT idem_outbox_emit('orders', '{}'::text, 'order-2')
-idem_outbox_next(text,integer,interval)	SELECT count(*) FROM idem_outbox_next('orders')
-idem_outbox_done(uuid,integer,text)	SELECT idem_outbox_done(id, 1) FROM standby_ids WHERE name = 'leased'
-idem_outbox_done_batch(uuid[],integer[],text)	SELECT idem_outbox_done_batch(ARRAY[id], ARRAY[1]) FROM standby_ids WHERE name = 'leased'
-idem_outbox_fail(uuid,integer,boolean,text,text)	SELECT idem_outbox_fail(id, 1, true, 'timeout') FROM standby_ids WHERE name = 'leased'
-idem_outbox_fail_batch(uuid[],integer[],boolean,text,text)	SELECT idem_outbox_fail_batch(ARRAY[id], ARRAY[1], true, 'timeout') FROM standby_ids WHERE name = 'leased'
-idem_outbox_requeue(uuid,text)	SELECT idem_outbox_requeue(id) FROM standby_ids WHERE name = 'dead'
-idem_purge(integer,integer,boolean,interval)	SELECT idem_purge()
-idem_purge_batch(text,integer,tid,boolean,interval)	SELECT deleted FROM idem_purge_batch('records', 100)
-idem_purge_loop(integer,interval,boolean,interval,interval,bigint)	CALL idem_purge_loop(max_duration => '1 s')
-idem_require_pg_cron(text)	SELECT idem_require_pg_cron()
-idem_schedule_purge(text,name,integer,name)	SELECT idem_schedule_purge()
-idem_unschedule_purge(name)	SELECT idem_unschedule_purge()
-idem_counters()	SELECT count(*) FROM idem_counters()
-idem_counters_enabled()	SELECT idem_counters_enabled()
-idem_stats_reset()	SELECT idem_stats_reset()
-idem_bind(text,text,regrole)	SELECT idem_bind('scope', 'tenant:', 'standby_tenant')
-idem_unbind(text,text)	SELECT idem_unbind('topic', 'tenant:')
+idempotency.idem_canonical_json(jsonb,boolean)	SELECT idempotency.idem_canonical_json('{"b": 1, "a": 2}'::jsonb)
+idempotency.idem_canonical_json(text,boolean)	SELECT idempotency.idem_canonical_json('{"b": 1, "a": 2}'::text)
+idempotency.idem_fingerprint(jsonb,text[],text[],boolean)	SELECT idempotency.idem_fingerprint('{"a": 1}'::jsonb)
+idempotency.idem_fingerprint(text,text[],text[],boolean)	SELECT idempotency.idem_fingerprint('{"a": 1}'::text)
+idempotency.idem_fingerprint(bytea,text[],text[],boolean)	SELECT idempotency.idem_fingerprint('{"a": 1}'::bytea)
+idempotency.idem_key_from_header(text)	SELECT idempotency.idem_key_from_header('"order-1"')
+idempotency.idem_uuid_v7()	SELECT idempotency.idem_uuid_v7()
+idempotency.idem_uuid_v7_time(uuid)	SELECT idempotency.idem_uuid_v7_time(id) FROM standby_ids
+idempotency.idem_hmac_sha256(bytea,bytea)	SELECT idempotency.idem_hmac_sha256('key', 'message')
+idempotency.idem_secure_equal(bytea,bytea)	SELECT idempotency.idem_secure_equal('a', 'a')
+idempotency.idem_webhook_sign_standard(text,text,text,text)	SELECT $STD_SIG
+idempotency.idem_webhook_sign_standard(text,text,text,bytea)	SELECT idempotency.idem_webhook_sign_standard('$SECRET', 'msg_1', '1614265330', '{}'::bytea)
+idempotency.idem_webhook_sign_stripe(text,bigint,text)	SELECT $STRIPE_SIG
+idempotency.idem_webhook_sign_stripe(text,bigint,bytea)	SELECT idempotency.idem_webhook_sign_stripe('$STRIPE', 1614265330, '{}'::bytea)
+idempotency.idem_webhook_verify_standard(text,text,text,text,text,interval,timestamp with time zone)	SELECT idempotency.idem_webhook_verify_standard('$SECRET', 'msg_1', '1614265330', '{}'::text, $STD_SIG, $AT)
+idempotency.idem_webhook_verify_standard(text,text,text,bytea,text,interval,timestamp with time zone)	SELECT idempotency.idem_webhook_verify_standard('$SECRET', 'msg_1', '1614265330', '{}'::bytea, $STD_SIG, $AT)
+idempotency.idem_webhook_verify_standard(text[],text,text,text,text,interval,timestamp with time zone)	SELECT idempotency.idem_webhook_verify_standard(ARRAY['$SECRET'], 'msg_1', '1614265330', '{}'::text, $STD_SIG, $AT)
+idempotency.idem_webhook_verify_standard(text[],text,text,bytea,text,interval,timestamp with time zone)	SELECT idempotency.idem_webhook_verify_standard(ARRAY['$SECRET'], 'msg_1', '1614265330', '{}'::bytea, $STD_SIG, $AT)
+idempotency.idem_webhook_verify_stripe(text,text,text,interval,timestamp with time zone)	SELECT idempotency.idem_webhook_verify_stripe('$STRIPE', $STRIPE_SIG, '{}'::text, $AT)
+idempotency.idem_webhook_verify_stripe(text,text,bytea,interval,timestamp with time zone)	SELECT idempotency.idem_webhook_verify_stripe('$STRIPE', $STRIPE_SIG, '{}'::bytea, $AT)
+idempotency.idem_webhook_verify_stripe(text[],text,text,interval,timestamp with time zone)	SELECT idempotency.idem_webhook_verify_stripe(ARRAY['$STRIPE'], $STRIPE_SIG, '{}'::text, $AT)
+idempotency.idem_webhook_verify_stripe(text[],text,bytea,interval,timestamp with time zone)	SELECT idempotency.idem_webhook_verify_stripe(ARRAY['$STRIPE'], $STRIPE_SIG, '{}'::bytea, $AT)
+idempotency.idem_webhook_receive(text,text,text[],text,text,text,text,text,boolean,text,bigint,interval,interval,timestamp with time zone)	SELECT idempotency.idem_webhook_receive('hooks', 'standard', ARRAY['$SECRET'], 'msg_1', '{}'::text, $STD_SIG, '1614265330', $AT)
+idempotency.idem_webhook_receive(text,text,text[],text,bytea,text,text,text,boolean,text,bigint,interval,interval,timestamp with time zone)	SELECT idempotency.idem_webhook_receive('hooks', 'standard', ARRAY['$SECRET'], 'msg_1', '{}'::bytea, $STD_SIG, '1614265330', $AT)
+idempotency.idem_lookup(text,text)	SELECT status FROM idempotency.idem_lookup('shop:a/pay', 'done')
+idempotency.idem_lookup(text,text)	SELECT status FROM idempotency.idem_lookup('shop:b/refund', 'busy')
+idempotency.idem_http_answer(text,text)	SELECT status FROM idempotency.idem_http_answer('shop:a/pay', 'done')
+idempotency.idem_http_answer(idempotency.idem_claim_result)	SELECT status FROM idempotency.idem_http_answer(ROW('in_progress', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::idempotency.idem_claim_result)
+idempotency.idem_claim(text,text,bytea,interval,interval,boolean)	SELECT outcome FROM idempotency.idem_claim('shop:a/pay', 'done', '\x01')
+idempotency.idem_claim(text,text,bytea,interval,interval,boolean)	SELECT outcome FROM idempotency.idem_claim('shop:a/pay', 'busy', '\x02', wait => false)
+idempotency.idem_claim(text,text,bytea,interval,interval,boolean)	SELECT outcome FROM idempotency.idem_claim('shop:a/pay', 'new', '\x07')
+idempotency.idem_claim_support(internal)	EXPLAIN (COSTS OFF) SELECT outcome FROM idempotency.idem_claim('shop:a/pay', 'done', '\x01')
+idempotency.idem_complete(text,text,integer,text,jsonb,integer,bytea,jsonb)	SELECT idempotency.idem_complete('shop:a/pay', 'busy', 1, 'pay_2', '{"id": "pay_2"}', 201)
+idempotency.idem_fail(text,text,integer,boolean,jsonb,integer,bytea,jsonb)	SELECT idempotency.idem_fail('shop:a/pay', 'busy', 1, true)
+idempotency.idem_heartbeat(text,text,integer,interval)	SELECT idempotency.idem_heartbeat('shop:a/pay', 'busy', 1)
+idempotency.idem_stuck(interval)	SELECT count(*) FROM idempotency.idem_stuck()
+idempotency.idem_inbox_receive(text,text,bytea,boolean,text,bytea,text,bigint,interval)	SELECT idempotency.idem_inbox_receive('crm', 'evt-inline', '\x01')
+idempotency.idem_inbox_receive(text,text,bytea,boolean,text,bytea,text,bigint,interval)	SELECT idempotency.idem_inbox_receive('crm', 'evt-new', '\x04')
+idempotency.idem_inbox_next(text,integer,interval)	SELECT count(*) FROM idempotency.idem_inbox_next('crm')
+idempotency.idem_inbox_done(text,text,integer)	SELECT idempotency.idem_inbox_done('crm', 'evt-leased', 1)
+idempotency.idem_inbox_done_batch(text,text[],integer[])	SELECT idempotency.idem_inbox_done_batch('crm', ARRAY['evt-leased'], ARRAY[1])
+idempotency.idem_inbox_fail(text,text,integer,boolean,text,integer)	SELECT idempotency.idem_inbox_fail('crm', 'evt-leased', 1, true, 'timeout')
+idempotency.idem_outbox_emit(text,jsonb,text,text,jsonb,interval)	SELECT idempotency.idem_outbox_emit('orders', '{"n": 4}'::jsonb, 'order-2')
+idempotency.idem_outbox_emit(text,bytea,text,text,jsonb,interval)	SELECT idempotency.idem_outbox_emit('orders', '\x7b7d'::bytea, 'order-2')
+idempotency.idem_outbox_emit(text,text,text,text,jsonb,interval)	SELECT idempotency.idem_outbox_emit('orders', '{}'::text, 'order-2')
+idempotency.idem_outbox_next(text,integer,interval)	SELECT count(*) FROM idempotency.idem_outbox_next('orders')
+idempotency.idem_outbox_done(uuid,integer,text)	SELECT idempotency.idem_outbox_done(id, 1) FROM standby_ids WHERE name = 'leased'
+idempotency.idem_outbox_done_batch(uuid[],integer[],text)	SELECT idempotency.idem_outbox_done_batch(ARRAY[id], ARRAY[1]) FROM standby_ids WHERE name = 'leased'
+idempotency.idem_outbox_fail(uuid,integer,boolean,text,text)	SELECT idempotency.idem_outbox_fail(id, 1, true, 'timeout') FROM standby_ids WHERE name = 'leased'
+idempotency.idem_outbox_fail_batch(uuid[],integer[],boolean,text,text)	SELECT idempotency.idem_outbox_fail_batch(ARRAY[id], ARRAY[1], true, 'timeout') FROM standby_ids WHERE name = 'leased'
+idempotency.idem_outbox_requeue(uuid,text)	SELECT idempotency.idem_outbox_requeue(id) FROM standby_ids WHERE name = 'dead'
+idempotency.idem_purge(integer,integer,boolean,interval)	SELECT idempotency.idem_purge()
+idempotency.idem_purge_batch(text,integer,tid,boolean,interval)	SELECT deleted FROM idempotency.idem_purge_batch('records', 100)
+idempotency.idem_purge_loop(integer,interval,boolean,interval,interval,bigint)	CALL idempotency.idem_purge_loop(max_duration => '1 s')
+idempotency.idem_require_pg_cron(text)	SELECT idempotency.idem_require_pg_cron()
+idempotency.idem_schedule_purge(text,name,integer,name)	SELECT idempotency.idem_schedule_purge()
+idempotency.idem_unschedule_purge(name)	SELECT idempotency.idem_unschedule_purge()
+idempotency.idem_counters()	SELECT count(*) FROM idempotency.idem_counters()
+idempotency.idem_counters_enabled()	SELECT idempotency.idem_counters_enabled()
+idempotency.idem_stats_reset()	SELECT idempotency.idem_stats_reset()
+idempotency.idem_bind(text,text,regrole)	SELECT idempotency.idem_bind('scope', 'tenant:', 'standby_tenant')
+idempotency.idem_unbind(text,text)	SELECT idempotency.idem_unbind('topic', 'tenant:')
 idempotency.idem_bindings_changed()	SELECT idempotency.idem_bindings_changed()
-idem_distribute()	SELECT count(*) FROM idem_distribute()
-idem_purge_shards(integer,interval,boolean,interval,bigint)	CALL idem_purge_shards()
-view idem_stats	SELECT count(*) FROM idem_stats
-view idem_inbox_stats	SELECT count(*) FROM idem_inbox_stats
-view idem_outbox_stats	SELECT count(*) FROM idem_outbox_stats
-view idem_bindings	SELECT count(*) FROM idem_bindings
+idempotency.idem_distribute()	SELECT count(*) FROM idempotency.idem_distribute()
+idempotency.idem_purge_shards(integer,interval,boolean,interval,bigint)	CALL idempotency.idem_purge_shards()
+view idem_stats	SELECT count(*) FROM idempotency.idem_stats
+view idem_inbox_stats	SELECT count(*) FROM idempotency.idem_inbox_stats
+view idem_outbox_stats	SELECT count(*) FROM idempotency.idem_outbox_stats
+view idem_bindings	SELECT count(*) FROM idempotency.idem_bindings
 SQL
 )
 # answers port [in_tx] < calls: for each call, "ok" or the SQLSTATE of its error, one line each, in
@@ -322,7 +322,7 @@ for port in "$PUB_PORT" "$SUB_PORT"; do
 done
 # relay(topic, n): hands out up to n events and marks them done, as a relay does
 relay_fn="CREATE FUNCTION relay(topic text, n int) RETURNS int LANGUAGE sql AS
-\$\$ SELECT count(idem_outbox_done(event_id, attempt))::int FROM idem_outbox_next(topic, n, '1 min') \$\$"
+\$\$ SELECT count(idempotency.idem_outbox_done(event_id, attempt))::int FROM idempotency.idem_outbox_next(topic, n, '1 min') \$\$"
 # drain(topic): every event a relay gets, in the order it gets them, each marked done at once
 drain_fn=$(cat <<'SQL'
 CREATE FUNCTION drain(topic text) RETURNS TABLE (ord int, key text, n int) LANGUAGE plpgsql AS $$
@@ -333,10 +333,10 @@ BEGIN
     ord := 0;
     LOOP
         got := 0;
-        FOR r IN SELECT * FROM idem_outbox_next(topic, 10, '1 min') LOOP
+        FOR r IN SELECT * FROM idempotency.idem_outbox_next(topic, 10, '1 min') LOOP
             ord := ord + 1; key := r.key; n := (r.payload ->> 'n')::int;
             RETURN NEXT;
-            PERFORM idem_outbox_done(r.event_id, r.attempt);
+            PERFORM idempotency.idem_outbox_done(r.event_id, r.attempt);
             got := got + 1;
         END LOOP;
         EXIT WHEN got = 0;
@@ -348,20 +348,21 @@ q "$PUB_PORT" -c "$relay_fn" >/dev/null
 q "$SUB_PORT" -c "$drain_fn" >/dev/null
 # the payload's n numbers the events in emit order, on the publisher 1..9, on the subscriber 100..
 q "$PUB_PORT" >/dev/null <<'SQL'
-CREATE PUBLICATION idem FOR TABLES IN SCHEMA idempotency;
-SELECT idem_bind('topic', 'tenant:', 'standby_tenant');
-SELECT outcome FROM idem_claim('shop:a/pay', 'done', '\x01');
-SELECT idem_complete('shop:a/pay', 'done', 1, 'pay_1', '{"id": "pay_1"}', 201);
-SELECT outcome FROM idem_claim('shop:a/pay', 'busy', '\x02', '1 hour');
-SELECT idem_inbox_receive('crm', 'evt-1', '\x01', entity_key => 'order-1', entity_seq => 3);
-SELECT idem_inbox_receive('crm', 'evt-2', '\x02', true, 'created', '\x7b7d');
+CREATE PUBLICATION idem FOR TABLE idempotency.records, idempotency.inbox, idempotency.inbox_entities,
+    idempotency.outbox, idempotency.bindings;
+SELECT idempotency.idem_bind('topic', 'tenant:', 'standby_tenant');
+SELECT outcome FROM idempotency.idem_claim('shop:a/pay', 'done', '\x01');
+SELECT idempotency.idem_complete('shop:a/pay', 'done', 1, 'pay_1', '{"id": "pay_1"}', 201);
+SELECT outcome FROM idempotency.idem_claim('shop:a/pay', 'busy', '\x02', '1 hour');
+SELECT idempotency.idem_inbox_receive('crm', 'evt-1', '\x01', entity_key => 'order-1', entity_seq => 3);
+SELECT idempotency.idem_inbox_receive('crm', 'evt-2', '\x02', true, 'created', '\x7b7d');
 -- k1: two events, both done by the relay; k2: one done, one pending
-SELECT idem_outbox_emit('orders', '{"n": 1}', 'k1');
-SELECT idem_outbox_emit('orders', '{"n": 2}', 'k2');
-SELECT idem_outbox_emit('orders', '{"n": 3}', 'k1');
+SELECT idempotency.idem_outbox_emit('orders', '{"n": 1}', 'k1');
+SELECT idempotency.idem_outbox_emit('orders', '{"n": 2}', 'k2');
+SELECT idempotency.idem_outbox_emit('orders', '{"n": 3}', 'k1');
 SELECT relay('orders', 10);
 SELECT relay('orders', 10);
-SELECT idem_outbox_emit('orders', '{"n": 4}', 'k2');
+SELECT idempotency.idem_outbox_emit('orders', '{"n": 4}', 'k2');
 SQL
 q "$SUB_PORT" -c "CREATE SUBSCRIPTION idem CONNECTION 'host=$WORK port=$PUB_PORT dbname=postgres user=postgres' PUBLICATION idem" >/dev/null
 for _ in $(seq 300); do
@@ -372,13 +373,13 @@ done
     { echo "standby: the subscription's tables are not all copied"; exit 1; }
 # after the initial copy, streamed: more events; a relay leases the heads of k2, k3 and k4 (1 s) and stops
 q "$PUB_PORT" >/dev/null <<'SQL'
-SELECT idem_outbox_emit('orders', '{"n": 5}', 'k3');
-SELECT idem_outbox_emit('orders', '{"n": 6}', 'k4');
-SELECT idem_outbox_emit('orders', '{"n": 7}', 'k2');
-SELECT count(*) FROM idem_outbox_next('orders', 10, '1 s');
-SELECT idem_inbox_receive('crm', 'evt-3', '\x03');
-SELECT outcome FROM idem_claim('shop:b/refund', 'done', '\x04');
-SELECT idem_complete('shop:b/refund', 'done', 1, response_status => 200);
+SELECT idempotency.idem_outbox_emit('orders', '{"n": 5}', 'k3');
+SELECT idempotency.idem_outbox_emit('orders', '{"n": 6}', 'k4');
+SELECT idempotency.idem_outbox_emit('orders', '{"n": 7}', 'k2');
+SELECT count(*) FROM idempotency.idem_outbox_next('orders', 10, '1 s');
+SELECT idempotency.idem_inbox_receive('crm', 'evt-3', '\x03');
+SELECT outcome FROM idempotency.idem_claim('shop:b/refund', 'done', '\x04');
+SELECT idempotency.idem_complete('shop:b/refund', 'done', 1, response_status => 200);
 SQL
 # The cut-over: writes stop on the publisher, the subscriber confirms everything, then the
 # subscription is disabled.
@@ -397,8 +398,11 @@ snapshot() { # port: every row of every table of the schema, in order (one sessi
     done | q "$1"
 }
 published=$(q "$PUB_PORT" -c "SELECT string_agg(tablename, ' ' ORDER BY tablename) FROM pg_publication_tables WHERE pubname = 'idem'")
-tables=$(q "$PUB_PORT" -c "SELECT string_agg(tablename, ' ' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'idempotency'")
-[ "$published" = "$tables" ] || fail "published: $published; the schema's tables: $tables"
+# every table of the schema but the per-key lock's secret, which each installation draws itself
+tables=$(q "$PUB_PORT" -c "SELECT string_agg(tablename, ' ' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'idempotency' AND tablename <> 'outbox_key_lock'")
+[ "$published" = "$tables" ] || fail "published: $published; the schema's tables but outbox_key_lock: $tables"
+[ "$(q "$PUB_PORT" -c "SELECT secret FROM idempotency.outbox_key_lock")" != "$(q "$SUB_PORT" -c "SELECT secret FROM idempotency.outbox_key_lock")" ] ||
+    fail "the publisher and the subscriber hold the same outbox_key_lock secret"
 sequences=$(q "$PUB_PORT" -c "SELECT string_agg(sequencename, ' ') FROM pg_sequences WHERE schemaname = 'idempotency'")
 [ "$sequences" = outbox_seq ] || fail "the schema's sequences are \"$sequences\": the cut-over step of docs/operations.md names outbox_seq only"
 snap_pub=$(snapshot "$PUB_PORT")
@@ -419,7 +423,7 @@ replicated_seqs=$(seq_of "< 100")
 # and a relay gets it before them. The stage requires this: it shows the check below can fail.
 without=$(q "$SUB_PORT" <<SQL
 BEGIN;
-SELECT idem_outbox_emit('orders', '{"n": 100}', 'k2') \g /dev/null
+SELECT idempotency.idem_outbox_emit('orders', '{"n": 100}', 'k2') \g /dev/null
 CREATE TEMP TABLE drained AS SELECT * FROM drain('orders');
 SELECT string_agg(key || ':' || n, ' ' ORDER BY ord) FROM drained;
 $order_check;
@@ -432,16 +436,16 @@ echo "standby: cut-over WITHOUT the step: relay order $(sed -n 1p <<<"$without")
 # With the step, as docs/operations.md gives it
 step_out=$(q "$SUB_PORT" <<<"$cutover_sql") || fail "the cut-over step of docs/operations.md failed on the subscriber"
 with=$(q "$SUB_PORT" <<SQL
-SELECT idem_outbox_emit('orders', '{"n": 101}', 'k2') \g /dev/null
-SELECT idem_outbox_emit('orders', '{"n": 102}', 'k1') \g /dev/null
-SELECT idem_outbox_emit('orders', '{"n": 103}', 'k5') \g /dev/null
-SELECT idem_outbox_emit('orders', '{"n": 104}', 'k2') \g /dev/null
+SELECT idempotency.idem_outbox_emit('orders', '{"n": 101}', 'k2') \g /dev/null
+SELECT idempotency.idem_outbox_emit('orders', '{"n": 102}', 'k1') \g /dev/null
+SELECT idempotency.idem_outbox_emit('orders', '{"n": 103}', 'k5') \g /dev/null
+SELECT idempotency.idem_outbox_emit('orders', '{"n": 104}', 'k2') \g /dev/null
 CREATE TABLE drained AS SELECT * FROM drain('orders');
 SELECT string_agg(key || ':' || n, ' ' ORDER BY ord) FROM drained;
 $order_check;
 SELECT count(*) FROM idempotency.outbox WHERE status <> 'done';
-SELECT outcome FROM idem_claim('shop:a/pay', 'done', '\x01');
-SELECT idem_inbox_receive('crm', 'evt-3', '\x03');
+SELECT outcome FROM idempotency.idem_claim('shop:a/pay', 'done', '\x01');
+SELECT idempotency.idem_inbox_receive('crm', 'evt-3', '\x03');
 SQL
 )
 new_seqs=$(seq_of ">= 100")

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# The upgrade stage: a fresh 1.1.0 database and a 0.7, an 0.8 and a 1.0.0 database updated to
-# 1.1.0 have the same catalog (test/upgrade/catalog.sql: functions with
+# The upgrade stage: a fresh 2.0.0 database and a 0.7, an 0.8, a 1.0.0 and a 1.1.0 database updated to
+# 2.0.0 have the same catalog (test/upgrade/catalog.sql: functions with
 # every attribute and their source, grants, pg_init_privs, comments, tables, columns,
 # constraints, indexes, types, views, sequences, triggers, config-dump registrations, extension
 # membership). The 0.7, 0.8 and 1.0.0 databases come from the frozen fixtures test/upgrade/
-# idempotency--0.7.sql (0.7's install), test/upgrade/idempotency--0.7--0.8.sql (0.8's update)
-# and test/upgrade/idempotency--1.0.0.sql (1.0.0's install), copied into the server's extension directory for the time of the stage
+# idempotency--0.7.sql (0.7's install), test/upgrade/idempotency--0.7--0.8.sql (0.8's update),
+# test/upgrade/idempotency--1.0.0.sql and test/upgrade/idempotency--1.1.0.sql (1.0.0's and 1.1.0's installs), copied into the server's extension directory for the time of the stage
 # (test/upgrade/scripts). Then it plants a difference (one comment, one default changed in the
-# installed 0.7 -> 1.0.0 script, which the update to 1.1.0 runs first) and expects the comparison to see each. Needs the libpq environment of a running cluster
+# installed 1.1.0 -> 2.0.0 script, the last step of every update) and expects the comparison to see each. Needs the libpq environment of a running cluster
 # (test/run-all exports it) and write access to the extension directory; exits non-zero on any
 # difference.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SHARE=$(pg_config --sharedir)/extension
 WORK=$(mktemp -d /tmp/idem-upgrade.XXXXXX)
-UPDATE_SCRIPT=$SHARE/idempotency--0.7--1.0.0.sql
+UPDATE_SCRIPT=$SHARE/idempotency--1.1.0--2.0.0.sql
 [ -f "$UPDATE_SCRIPT" ] || { echo "upgrade: $UPDATE_SCRIPT is not installed (make install)"; exit 1; }
 cp "$UPDATE_SCRIPT" "$WORK/update.sql"
 # shellcheck disable=SC2317 # run by the EXIT trap
@@ -42,7 +42,7 @@ v=$(q -d idem_upgrade_fresh -c "SELECT extversion FROM pg_extension WHERE extnam
 echo "upgrade: fresh $v: $n catalog facts"
 current=$(sed -n 's/^EXTVERSION = //p' Makefile)
 [ "$v" = "$current" ] || { echo "upgrade: a fresh CREATE EXTENSION installed $v, not $current"; rc=1; }
-for from in 0.7 0.8 1.0.0; do
+for from in 0.7 0.8 1.0.0 1.1.0; do
     db=idem_upgrade_${from//./}
     make_db "$db" "CREATE EXTENSION idempotency VERSION '$from'" update
     if diff -u --label "fresh $current" --label "$from updated to $current" "$WORK/idem_upgrade_fresh.txt" "$WORK/$db.txt"; then
@@ -70,9 +70,9 @@ plant() { # description sed-expression
     fi
     cp "$WORK/update.sql" "$UPDATE_SCRIPT"
 }
-plant "comment (idempotency.bindings)" \
-    "/^COMMENT ON TABLE idempotency.bindings IS/{n;s/Tenants apart:/Tenants apart (planted):/}"
+plant "comment (schema idempotency)" \
+    "/^COMMENT ON SCHEMA idempotency IS/{n;s/The idempotency extension:/The idempotency extension (planted):/}"
 plant "default (idem_schedule_purge's batch_size)" \
-    "/CREATE FUNCTION @extschema@.idem_schedule_purge(/,/RETURNS/s/batch_size integer DEFAULT 1000/batch_size integer DEFAULT 999/"
+    "/CREATE OR REPLACE FUNCTION idempotency.idem_schedule_purge(/,/RETURNS/s/batch_size integer DEFAULT 1000/batch_size integer DEFAULT 999/"
 q -d postgres -c "DROP DATABASE idem_upgrade_plant"
 exit $rc

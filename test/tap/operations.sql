@@ -12,21 +12,32 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS idempotency CASCADE;
 CREATE EXTENSION idempotency;
+-- pgTAP's functions are in public; the extension's in schema idempotency
+SET LOCAL search_path = public, idempotency;
 
-SELECT plan(59);
+SELECT plan(61);
 
 -- Schema and storage -------------------------------------------------------------------------
 SELECT has_schema('idempotency');
 SELECT has_table('idempotency', 'records', 'records table');
 SELECT has_table('idempotency', 'inbox', 'inbox table');
 SELECT has_table('idempotency', 'bindings', 'bindings table (tenants)');
-SELECT has_view('public', 'idem_bindings', 'idem_bindings view');
-SELECT has_view('public', 'idem_stats', 'idem_stats view');
-SELECT has_view('public', 'idem_inbox_stats', 'idem_inbox_stats view');
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'idempotency'), '1.1.0', 'version 1.1.0');
+SELECT has_view('idempotency', 'idem_bindings', 'idem_bindings view');
+SELECT has_view('idempotency', 'idem_stats', 'idem_stats view');
+SELECT has_view('idempotency', 'idem_inbox_stats', 'idem_inbox_stats view');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'idempotency'), '2.0.0', 'version 2.0.0');
 
--- PUBLIC has no rights on the internal schema and tables ------------------------------------------
-SELECT schema_privs_are('idempotency', 'public', ARRAY[]::text[], 'PUBLIC: no rights on schema idempotency');
+-- PUBLIC may look names up in schema idempotency, never create there; no rights on the tables --
+SELECT schema_privs_are('idempotency', 'public', ARRAY['USAGE'], 'PUBLIC: USAGE only on schema idempotency');
+SELECT is((SELECT count(*)::integer FROM pg_depend d
+           WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idempotency')
+             AND d.deptype = 'e'
+             AND d.classid <> 'pg_namespace'::regclass
+             AND (pg_identify_object(d.classid, d.objid, d.objsubid)).schema IS DISTINCT FROM 'idempotency'),
+          0, 'every member of the extension is in schema idempotency');
+SELECT is((SELECT nspowner FROM pg_namespace WHERE nspname = 'idempotency'),
+          (SELECT extowner FROM pg_extension WHERE extname = 'idempotency'),
+          'schema idempotency belongs to the extension''s owner');
 SELECT table_privs_are('idempotency', t.relname::name, 'public', ARRAY[]::text[],
                        'PUBLIC: no rights on idempotency.' || t.relname)
 FROM pg_class t JOIN pg_namespace n ON n.oid = t.relnamespace
@@ -38,15 +49,17 @@ SELECT is_empty($$
       AND (has_table_privilege('public', c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE')
            OR c.relacl::text ~ '(^|[{,])=')
 $$, 'PUBLIC: no privilege on any relation in schema idempotency');
-SELECT table_privs_are('public', 'idem_stats', 'public', ARRAY[]::text[], 'PUBLIC cannot read idem_stats');
-SELECT table_privs_are('public', 'idem_stats', 'pg_monitor', ARRAY['SELECT'], 'pg_monitor reads idem_stats');
-SELECT table_privs_are('public', 'idem_inbox_stats', 'pg_monitor', ARRAY['SELECT'], 'pg_monitor reads idem_inbox_stats');
-SELECT table_privs_are('public', 'idem_outbox_stats', 'pg_monitor', ARRAY['SELECT'], 'pg_monitor reads idem_outbox_stats');
-SELECT table_privs_are('public', 'idem_outbox_stats', 'public', ARRAY[]::text[], 'PUBLIC cannot read idem_outbox_stats');
-SELECT table_privs_are('public', 'idem_bindings', 'public', ARRAY[]::text[], 'PUBLIC cannot read idem_bindings');
+SELECT table_privs_are('idempotency', 'idem_stats', 'public', ARRAY[]::text[], 'PUBLIC cannot read idem_stats');
+SELECT table_privs_are('idempotency', 'idem_stats', 'pg_monitor', ARRAY['SELECT'], 'pg_monitor reads idem_stats');
+SELECT table_privs_are('idempotency', 'idem_inbox_stats', 'pg_monitor', ARRAY['SELECT'], 'pg_monitor reads idem_inbox_stats');
+SELECT table_privs_are('idempotency', 'idem_outbox_stats', 'pg_monitor', ARRAY['SELECT'], 'pg_monitor reads idem_outbox_stats');
+SELECT table_privs_are('idempotency', 'idem_outbox_stats', 'public', ARRAY[]::text[], 'PUBLIC cannot read idem_outbox_stats');
+SELECT table_privs_are('idempotency', 'idem_bindings', 'public', ARRAY[]::text[], 'PUBLIC cannot read idem_bindings');
 
 -- Registered for pg_dump ---------------------------------------------------------------------------
-SELECT set_eq($$SELECT unnest(extconfig)::regclass::text FROM pg_extension WHERE extname = 'idempotency'$$,
+SELECT set_eq($$SELECT n.nspname || '.' || c.relname FROM pg_extension e, unnest(e.extconfig) x
+                JOIN pg_class c ON c.oid = x JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE e.extname = 'idempotency'$$,
               ARRAY['idempotency.records', 'idempotency.inbox', 'idempotency.inbox_entities',
                     'idempotency.outbox', 'idempotency.outbox_seq', 'idempotency.bindings'],
               'records, inbox, outbox and bindings tables (and the outbox sequence) are dumped by pg_dump');
@@ -97,31 +110,31 @@ SELECT is_empty($$
                             'idem_webhook_verify_standard', 'idem_webhook_verify_stripe',
                             'idem_webhook_sign_standard', 'idem_webhook_sign_stripe',
                             'idem_require_pg_cron', 'idem_key_from_header')
-      AND p.oid <> 'idem_http_answer(idem_claim_result)'::regprocedure
+      AND p.oid <> 'idempotency.idem_http_answer(idempotency.idem_claim_result)'::regprocedure
 $$, 'PUBLIC cannot execute any function that reads or writes stored state');
-SELECT ok(has_function_privilege('public', 'idem_http_answer(idem_claim_result)', 'EXECUTE')
-          AND NOT has_function_privilege('public', 'idem_http_answer(text,text)', 'EXECUTE'),
+SELECT ok(has_function_privilege('public', 'idempotency.idem_http_answer(idempotency.idem_claim_result)', 'EXECUTE')
+          AND NOT has_function_privilege('public', 'idempotency.idem_http_answer(text,text)', 'EXECUTE'),
           'PUBLIC can execute idem_http_answer of a claim result, not of a stored key');
-SELECT ok(NOT has_function_privilege('public', 'idem_claim(text,text,bytea,interval,interval,boolean)', 'EXECUTE'),
+SELECT ok(NOT has_function_privilege('public', 'idempotency.idem_claim(text,text,bytea,interval,interval,boolean)', 'EXECUTE'),
           'PUBLIC cannot execute idem_claim');
-SELECT ok(has_function_privilege('public', 'idem_fingerprint(jsonb,text[],text[],boolean)', 'EXECUTE'),
+SELECT ok(has_function_privilege('public', 'idempotency.idem_fingerprint(jsonb,text[],text[],boolean)', 'EXECUTE'),
           'PUBLIC can execute idem_fingerprint');
 
 -- The application role: the GRANT recipe of docs/operations.md "Privileges", nothing more ----------------------------
 CREATE ROLE idempotency_user NOLOGIN;
 GRANT EXECUTE ON FUNCTION
-    idem_claim(text, text, bytea, interval, interval, boolean),
-    idem_complete(text, text, integer, text, jsonb, integer, bytea, jsonb),
-    idem_fail(text, text, integer, boolean, jsonb, integer, bytea, jsonb),
-    idem_heartbeat(text, text, integer, interval),
-    idem_lookup(text, text),
-    idem_http_answer(text, text),
-    idem_inbox_receive(text, text, bytea, boolean, text, bytea, text, bigint, interval),
-    idem_inbox_next(text, integer, interval),
-    idem_inbox_done(text, text, integer),
-    idem_inbox_fail(text, text, integer, boolean, text, integer),
-    idem_webhook_receive(text, text, text[], text, bytea, text, text, text, boolean, text, bigint, interval, interval, timestamptz),
-    idem_webhook_receive(text, text, text[], text, text, text, text, text, boolean, text, bigint, interval, interval, timestamptz)
+    idempotency.idem_claim(text, text, bytea, interval, interval, boolean),
+    idempotency.idem_complete(text, text, integer, text, jsonb, integer, bytea, jsonb),
+    idempotency.idem_fail(text, text, integer, boolean, jsonb, integer, bytea, jsonb),
+    idempotency.idem_heartbeat(text, text, integer, interval),
+    idempotency.idem_lookup(text, text),
+    idempotency.idem_http_answer(text, text),
+    idempotency.idem_inbox_receive(text, text, bytea, boolean, text, bytea, text, bigint, interval),
+    idempotency.idem_inbox_next(text, integer, interval),
+    idempotency.idem_inbox_done(text, text, integer),
+    idempotency.idem_inbox_fail(text, text, integer, boolean, text, integer),
+    idempotency.idem_webhook_receive(text, text, text[], text, bytea, text, text, text, boolean, text, bigint, interval, interval, timestamptz),
+    idempotency.idem_webhook_receive(text, text, text[], text, text, text, text, text, boolean, text, bigint, interval, interval, timestamptz)
 TO idempotency_user;
 CREATE ROLE idem_tap_app NOLOGIN;
 GRANT idempotency_user TO idem_tap_app;
@@ -129,17 +142,17 @@ CREATE TEMP TABLE flow (step text, result text);
 GRANT ALL ON flow TO idem_tap_app;
 
 SET ROLE idem_tap_app;
-INSERT INTO flow SELECT 'claim', outcome || ' ' || attempt FROM idem_claim('tap/app', 'k1', idem_fingerprint('{"a": 1}'::jsonb));
-INSERT INTO flow SELECT 'complete', idem_complete('tap/app', 'k1', 1, 'r1', '{"ok": true}', 201)::text;
-INSERT INTO flow SELECT 'replay', outcome || ' ' || response::text FROM idem_claim('tap/app', 'k1', idem_fingerprint('{ "a" : 1.0 }'));
-INSERT INTO flow SELECT 'lookup', status || ' ' || resource_id FROM idem_lookup('tap/app', 'k1');
-INSERT INTO flow SELECT 'claim2', outcome FROM idem_claim('tap/app', 'k2', NULL, '1 minute');
-INSERT INTO flow SELECT 'heartbeat', (idem_heartbeat('tap/app', 'k2', 1, '2 minutes') > now())::text;
-INSERT INTO flow SELECT 'fail', idem_fail('tap/app', 'k2', 1)::text;
-INSERT INTO flow SELECT 'inbox', idem_inbox_receive('tap-consumer', 'e1', '\x01', true);
-INSERT INTO flow SELECT 'inbox-dup', idem_inbox_receive('tap-consumer', 'e1', '\x01', true);
-INSERT INTO flow SELECT 'inbox-next', event_id || ' ' || attempt FROM idem_inbox_next('tap-consumer');
-INSERT INTO flow SELECT 'inbox-done', idem_inbox_done('tap-consumer', 'e1', 1);
+INSERT INTO flow SELECT 'claim', outcome || ' ' || attempt FROM idempotency.idem_claim('tap/app', 'k1', idempotency.idem_fingerprint('{"a": 1}'::jsonb));
+INSERT INTO flow SELECT 'complete', idempotency.idem_complete('tap/app', 'k1', 1, 'r1', '{"ok": true}', 201)::text;
+INSERT INTO flow SELECT 'replay', outcome || ' ' || response::text FROM idempotency.idem_claim('tap/app', 'k1', idempotency.idem_fingerprint('{ "a" : 1.0 }'));
+INSERT INTO flow SELECT 'lookup', status || ' ' || resource_id FROM idempotency.idem_lookup('tap/app', 'k1');
+INSERT INTO flow SELECT 'claim2', outcome FROM idempotency.idem_claim('tap/app', 'k2', NULL, '1 minute');
+INSERT INTO flow SELECT 'heartbeat', (idempotency.idem_heartbeat('tap/app', 'k2', 1, '2 minutes') > now())::text;
+INSERT INTO flow SELECT 'fail', idempotency.idem_fail('tap/app', 'k2', 1)::text;
+INSERT INTO flow SELECT 'inbox', idempotency.idem_inbox_receive('tap-consumer', 'e1', '\x01', true);
+INSERT INTO flow SELECT 'inbox-dup', idempotency.idem_inbox_receive('tap-consumer', 'e1', '\x01', true);
+INSERT INTO flow SELECT 'inbox-next', event_id || ' ' || attempt FROM idempotency.idem_inbox_next('tap-consumer');
+INSERT INTO flow SELECT 'inbox-done', idempotency.idem_inbox_done('tap-consumer', 'e1', 1);
 RESET ROLE;
 SELECT results_eq($$SELECT step, result FROM flow ORDER BY step$$,
     $$VALUES ('claim', 'claimed 1'), ('claim2', 'claimed'), ('complete', 'true'), ('fail', 'true'),
@@ -156,35 +169,35 @@ SELECT throws_ok($$UPDATE idempotency.records SET response = '{"forged": true}'$
                  'app role cannot UPDATE idempotency.records');
 SELECT throws_ok($$DELETE FROM idempotency.records$$, '42501', NULL, 'app role cannot DELETE from idempotency.records');
 SELECT throws_ok($$SELECT * FROM idempotency.inbox$$, '42501', NULL, 'app role cannot SELECT idempotency.inbox');
-SELECT throws_ok($$SELECT * FROM idem_stats$$, '42501', NULL, 'app role cannot read idem_stats');
-SELECT throws_ok($$SELECT idem_stats_reset()$$, '42501', NULL, 'app role cannot reset the counters');
-SELECT throws_ok($$SELECT idem_purge()$$, '42501', NULL, 'app role cannot purge');
-SELECT throws_ok($$SELECT idem_bind('scope', 'tap/', 'idem_tap_app')$$, '42501', NULL, 'app role cannot bind');
+SELECT throws_ok($$SELECT * FROM idempotency.idem_stats$$, '42501', NULL, 'app role cannot read idem_stats');
+SELECT throws_ok($$SELECT idempotency.idem_stats_reset()$$, '42501', NULL, 'app role cannot reset the counters');
+SELECT throws_ok($$SELECT idempotency.idem_purge()$$, '42501', NULL, 'app role cannot purge');
+SELECT throws_ok($$SELECT idempotency.idem_bind('scope', 'tap/', 'idem_tap_app')$$, '42501', NULL, 'app role cannot bind');
 RESET ROLE;
 -- a role without the grant cannot claim
 CREATE ROLE idem_tap_stranger NOLOGIN;
 SET ROLE idem_tap_stranger;
-SELECT throws_ok($$SELECT idem_claim('tap/app', 'k3')$$, '42501', NULL, 'a role without the grant cannot claim');
+SELECT throws_ok($$SELECT idempotency.idem_claim('tap/app', 'k3')$$, '42501', NULL, 'a role without the grant cannot claim');
 RESET ROLE;
 
 -- Monitoring through pg_monitor, counters on or off as preloaded ------------------------------------------
 CREATE ROLE idem_tap_monitor NOLOGIN IN ROLE pg_monitor;
 SET ROLE idem_tap_monitor;
-SELECT results_eq($$SELECT processing::int, completed::int, failed::int FROM idem_stats WHERE scope = 'tap/app'$$,
+SELECT results_eq($$SELECT processing::int, completed::int, failed::int FROM idempotency.idem_stats WHERE scope = 'tap/app'$$,
                   $$VALUES (0, 1, 1)$$, 'pg_monitor member reads idem_stats');
-SELECT results_eq($$SELECT received::int, pending::int, processed::int FROM idem_inbox_stats WHERE consumer = 'tap-consumer'$$,
+SELECT results_eq($$SELECT received::int, pending::int, processed::int FROM idempotency.idem_inbox_stats WHERE consumer = 'tap-consumer'$$,
                   $$VALUES (1, 0, 1)$$, 'pg_monitor member reads idem_inbox_stats');
-SELECT is(idem_counters_enabled(), current_setting('shared_preload_libraries') ~ '(^|,)\s*idempotency\s*(,|$)',
+SELECT is(idempotency.idem_counters_enabled(), current_setting('shared_preload_libraries') ~ '(^|,)\s*idempotency\s*(,|$)',
           'counters are enabled exactly when the library is preloaded');
-SELECT is((SELECT count(*)::int FROM idem_counters() WHERE (value IS NULL) = idem_counters_enabled()), 0,
+SELECT is((SELECT count(*)::int FROM idempotency.idem_counters() WHERE (value IS NULL) = idempotency.idem_counters_enabled()), 0,
           'idem_counters: values when enabled, NULL when off');
 RESET ROLE;
-CREATE TEMP TABLE counters_before AS SELECT counter, value FROM idem_counters();
-SELECT outcome FROM idem_claim('tap/count', 'k', '\x01');
-SELECT outcome FROM idem_claim('tap/count', 'k', '\x02');
-SELECT results_eq($$SELECT c.counter, c.value - b.value FROM idem_counters() c JOIN counters_before b USING (counter)
-                    WHERE counter IN ('claimed', 'mismatch') AND idem_counters_enabled() ORDER BY 1$$,
-                  CASE WHEN idem_counters_enabled()
+CREATE TEMP TABLE counters_before AS SELECT counter, value FROM idempotency.idem_counters();
+SELECT outcome FROM idempotency.idem_claim('tap/count', 'k', '\x01');
+SELECT outcome FROM idempotency.idem_claim('tap/count', 'k', '\x02');
+SELECT results_eq($$SELECT c.counter, c.value - b.value FROM idempotency.idem_counters() c JOIN counters_before b USING (counter)
+                    WHERE counter IN ('claimed', 'mismatch') AND idempotency.idem_counters_enabled() ORDER BY 1$$,
+                  CASE WHEN idempotency.idem_counters_enabled()
                        THEN $$VALUES ('claimed'::text, 1::bigint), ('mismatch', 1)$$
                        ELSE $$SELECT 'x'::text, 0::bigint WHERE false$$ END,
                   'a claim and a mismatch are counted (when enabled)');
@@ -207,18 +220,18 @@ BEGIN INSERT INTO public.idem_tap_hijack_log VALUES ('count'); RETURN 0; END $$;
 CREATE TEMP TABLE hostile_flow (step text, result text);
 
 SET search_path = public, pg_catalog;
-INSERT INTO hostile_flow SELECT 'claim', outcome FROM idem_claim('tap/hostile', 'k1', '\x01');
-INSERT INTO hostile_flow SELECT 'dup', outcome FROM idem_claim('tap/hostile', 'k1', '\x01', wait => false);
-INSERT INTO hostile_flow SELECT 'mismatch', outcome FROM idem_claim('tap/hostile', 'k1', '\x02');
-INSERT INTO hostile_flow SELECT 'complete', idem_complete('tap/hostile', 'k1', 1, 'r1')::text;
-INSERT INTO hostile_flow SELECT 'replay', outcome || ' ' || resource_id FROM idem_claim('tap/hostile', 'k1', '\x01');
-INSERT INTO hostile_flow SELECT 'lookup', status FROM idem_lookup('tap/hostile', 'k1');
-INSERT INTO hostile_flow SELECT 'unknown', count(*)::text FROM idem_lookup('tap/hostile', 'nope');
-INSERT INTO hostile_flow SELECT 'stats', completed::text FROM idem_stats WHERE scope OPERATOR(pg_catalog.=) 'tap/hostile';
-INSERT INTO hostile_flow SELECT 'inbox', idem_inbox_receive('tap-hostile', 'e1', '\x01');
-INSERT INTO hostile_flow SELECT 'inbox-dup', idem_inbox_receive('tap-hostile', 'e1', '\x01');
-INSERT INTO hostile_flow SELECT 'inbox-mismatch', idem_inbox_receive('tap-hostile', 'e1', '\x02');
-INSERT INTO hostile_flow SELECT 'purge', idem_purge()::text;
+INSERT INTO hostile_flow SELECT 'claim', outcome FROM idempotency.idem_claim('tap/hostile', 'k1', '\x01');
+INSERT INTO hostile_flow SELECT 'dup', outcome FROM idempotency.idem_claim('tap/hostile', 'k1', '\x01', wait => false);
+INSERT INTO hostile_flow SELECT 'mismatch', outcome FROM idempotency.idem_claim('tap/hostile', 'k1', '\x02');
+INSERT INTO hostile_flow SELECT 'complete', idempotency.idem_complete('tap/hostile', 'k1', 1, 'r1')::text;
+INSERT INTO hostile_flow SELECT 'replay', outcome || ' ' || resource_id FROM idempotency.idem_claim('tap/hostile', 'k1', '\x01');
+INSERT INTO hostile_flow SELECT 'lookup', status FROM idempotency.idem_lookup('tap/hostile', 'k1');
+INSERT INTO hostile_flow SELECT 'unknown', count(*)::text FROM idempotency.idem_lookup('tap/hostile', 'nope');
+INSERT INTO hostile_flow SELECT 'stats', completed::text FROM idempotency.idem_stats WHERE scope OPERATOR(pg_catalog.=) 'tap/hostile';
+INSERT INTO hostile_flow SELECT 'inbox', idempotency.idem_inbox_receive('tap-hostile', 'e1', '\x01');
+INSERT INTO hostile_flow SELECT 'inbox-dup', idempotency.idem_inbox_receive('tap-hostile', 'e1', '\x01');
+INSERT INTO hostile_flow SELECT 'inbox-mismatch', idempotency.idem_inbox_receive('tap-hostile', 'e1', '\x02');
+INSERT INTO hostile_flow SELECT 'purge', idempotency.idem_purge()::text;
 RESET search_path;
 SELECT is_empty($$SELECT * FROM public.idem_tap_hijack_log$$,
                 'hostile now(), =, > and count() in public were never called by the extension');

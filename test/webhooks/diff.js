@@ -54,9 +54,9 @@ function extensionSign(cases) {
     if (reqs.length === 0) return;
     const sql = `CREATE TEMP TABLE r (j jsonb);\nCOPY r FROM STDIN;\n${copyRows(reqs)}` +
         `SELECT json_build_object('k', j->'k', 'i', j->'i', 'sig', CASE j->>'scheme'
-           WHEN 'standard' THEN idem_webhook_sign_standard(j->>'secret', j->>'id', j->>'ts',
+           WHEN 'standard' THEN idempotency.idem_webhook_sign_standard(j->>'secret', j->>'id', j->>'ts',
                                                           decode(j->>'body', 'base64'))
-           ELSE idem_webhook_sign_stripe(j->>'secret', (j->>'ts')::bigint,
+           ELSE idempotency.idem_webhook_sign_stripe(j->>'secret', (j->>'ts')::bigint,
                                          decode(j->>'body', 'base64')) END)::text FROM r;\n`;
     for (const line of psql(DB, sql)) {
         const { k, i, sig } = JSON.parse(line);
@@ -77,9 +77,9 @@ function extensionVerify(cases) {
              at timestamptz := to_timestamp((j->>'now')::bigint);
          BEGIN
              RETURN CASE j->>'scheme'
-                 WHEN 'standard' THEN idem_webhook_verify_standard(secrets, j->>'id', j->>'ts',
+                 WHEN 'standard' THEN idempotency.idem_webhook_verify_standard(secrets, j->>'id', j->>'ts',
                      decode(j->>'body', 'base64'), j->>'header', interval '300 s', at)
-                 ELSE idem_webhook_verify_stripe(secrets, j->>'header',
+                 ELSE idempotency.idem_webhook_verify_stripe(secrets, j->>'header',
                      decode(j->>'body', 'base64'), interval '300 s', at) END::text;
          EXCEPTION WHEN OTHERS THEN
              RETURN 'error ' || SQLSTATE;

@@ -97,12 +97,12 @@ class Idem {
     const lease = this.mode === 'two-phase' ? o.lease : null;
     const [fingerprint, hashed] = this.fingerprint(req);
     const sql = this.sql(hashed ? 'claim_body' : 'claim', `SELECT c.outcome, c.attempt,
-      idem_key_from_header($2::text) AS key,
+      idempotency.idem_key_from_header($2::text) AS key,
       CASE WHEN c.outcome NOT IN ('claimed', 'reclaimed') THEN ROW(c.outcome, c.attempt, c.resource_id,
         c.response, c.response_status, c.lease_expires_at, c.expires_at, c.response_body,
-        c.response_headers)::idem_claim_result::text END AS claim
-      FROM idem_claim($1::text, idem_key_from_header($2::text),
-        ${hashed ? 'idem_fingerprint($3::bytea)' : '$3::bytea'},
+        c.response_headers)::idempotency.idem_claim_result::text END AS claim
+      FROM idempotency.idem_claim($1::text, idempotency.idem_key_from_header($2::text),
+        ${hashed ? 'idempotency.idem_fingerprint($3::bytea)' : '$3::bytea'},
         lease => make_interval(secs => $4::float8), ttl => make_interval(secs => $5::float8)) c`,
     [scope, header, fingerprint, lease, o.ttl]);
     let row;
@@ -114,7 +114,7 @@ class Idem {
     }
     Object.assign(this, { key: row.key, attempt: row.attempt, outcome: row.outcome });
     if (row.claim !== null) {
-      const answer = this.sql('answer', 'SELECT status, headers, body FROM idem_http_answer($1::idem_claim_result)',
+      const answer = this.sql('answer', 'SELECT status, headers, body FROM idempotency.idem_http_answer($1::idempotency.idem_claim_result)',
         [row.claim]);
       if (!this.client) return (await this.pool.query(answer)).rows[0];
       const { rows: [a] } = await this.inTx(null, answer, 'COMMIT');
@@ -165,7 +165,7 @@ class Idem {
   }
 
   beat() {
-    const sql = this.sql('heartbeat', 'SELECT idem_heartbeat($1::text, $2::text, $3::integer, make_interval(secs => $4::float8))',
+    const sql = this.sql('heartbeat', 'SELECT idempotency.idem_heartbeat($1::text, $2::text, $3::integer, make_interval(secs => $4::float8))',
       [this.scope, this.key, this.attempt, this.o.lease]);
     this.timer = setInterval(() => this.pool.query(sql).catch(() => {}), this.o.heartbeat * 1000);
     this.timer.unref();
@@ -179,9 +179,9 @@ class Idem {
       if (status >= 500 || NOT_STORED.has(status)) return await this.abort();
       const stored = 'response_status => $5::integer, response_body => $6::bytea, response_headers => $7::jsonb';
       const call = status < 400
-        ? this.sql('complete', `SELECT idem_complete($1::text, $2::text, $3::integer, resource_id => $4::text, ${stored})`,
+        ? this.sql('complete', `SELECT idempotency.idem_complete($1::text, $2::text, $3::integer, resource_id => $4::text, ${stored})`,
           [this.scope, this.key, this.attempt, this.resource(headers), status, Buffer.from(body), JSON.stringify(headers)])
-        : this.sql('fail', `SELECT idem_fail($1::text, $2::text, $3::integer, retryable => $4::boolean, ${stored})`,
+        : this.sql('fail', `SELECT idempotency.idem_fail($1::text, $2::text, $3::integer, retryable => $4::boolean, ${stored})`,
           [this.scope, this.key, this.attempt, 'false', status, Buffer.from(body), JSON.stringify(headers)]);
       if (this.client) await this.inTx(null, call, 'COMMIT');
       else await this.pool.query(call);
@@ -194,7 +194,7 @@ class Idem {
         throw err;
       }
       const { rows: [a] } = await this.pool.query(this.sql('answer_key',
-        'SELECT status, headers, body FROM idem_http_answer($1::text, $2::text)', [this.scope, this.key]));
+        'SELECT status, headers, body FROM idempotency.idem_http_answer($1::text, $2::text)', [this.scope, this.key]));
       return a.status === null ? problem(409, 'retry this request', { 'Retry-After': '1' }) : a;
     }
   }
@@ -204,7 +204,7 @@ class Idem {
   async abort() {
     await this.end('ROLLBACK');
     if (this.mode === 'two-phase' && this.attempt !== null) {
-      await this.pool.query(this.sql('retry', 'SELECT idem_fail($1::text, $2::text, $3::integer, retryable => true)',
+      await this.pool.query(this.sql('retry', 'SELECT idempotency.idem_fail($1::text, $2::text, $3::integer, retryable => true)',
         [this.scope, this.key, this.attempt]))
         .catch(() => {}); // fenced or gone: the key's next owner decides
     }

@@ -67,7 +67,7 @@ class Driver:
 
 def label(sql):
     """claim, the idem_* function a statement calls, or the statement (BEGIN, COMMIT)."""
-    if "idem_claim(" in sql:
+    if "idempotency.idem_claim(" in sql:
         return "claim"
     m = re.search(r"idem_\w+", sql)
     return m.group(0) if m else sql
@@ -93,7 +93,7 @@ class SingleMode(unittest.TestCase):
         d = Driver(tx=[CLAIMED, None], app=[CREATED])
         d.run(Handle(Options("payments"), None), header='"k-1"')
         sql, params = d.steps[0][1][1]
-        self.assertIn("idem_fingerprint(%(body)s::bytea)", sql)
+        self.assertIn("idempotency.idem_fingerprint(%(body)s::bytea)", sql)
         self.assertNotIn("lease =>", sql)
         self.assertEqual((params["header"], params["scope"], params["body"]),
                          ('"k-1"', "payments", BODY))

@@ -15,11 +15,11 @@ BAD_REQUEST = {"22004", "22023", "22001", "22P02", "22021", "22003", "54001"}
 # Worth the client's retry: serialization failure, deadlock, read-only server, shutdown.
 RETRYABLE = {"40001", "40P01", "25006", "57P01", "57P02", "57P03"}
 
-ANSWER_SQL = "SELECT status, headers, body FROM idem_http_answer(%s, %s)"
-COMPLETE_SQL = ("SELECT idem_complete(%s, %s, %s, resource_id => %s, response_status => %s,"
+ANSWER_SQL = "SELECT status, headers, body FROM idempotency.idem_http_answer(%s, %s)"
+COMPLETE_SQL = ("SELECT idempotency.idem_complete(%s, %s, %s, resource_id => %s, response_status => %s,"
                 " response_body => %s, response_headers => %s)")
-FAIL_SQL = "SELECT idem_fail(%s, %s, %s, retryable => true)"
-HEARTBEAT_SQL = "SELECT idem_heartbeat(%s, %s, %s, %s)"
+FAIL_SQL = "SELECT idempotency.idem_fail(%s, %s, %s, retryable => true)"
+HEARTBEAT_SQL = "SELECT idempotency.idem_heartbeat(%s, %s, %s, %s)"
 # The steps of flow(), which a driver runs: SQL on the request's transaction (TX: borrowing its
 # connection first if there is none) or on a connection borrowed for it alone (AUTO, in
 # autocommit); APP: the handler, whose answer is (status, header pairs, body bytes); BEAT: the
@@ -46,7 +46,7 @@ class Options:
     ttl: Union[timedelta, float, None] = None
     headers: Sequence[str] = ("Content-Type", "Location")
     heartbeat: Optional[float] = None
-    fingerprint: str = "idem_fingerprint(%(body)s::bytea)"
+    fingerprint: str = "idempotency.idem_fingerprint(%(body)s::bytea)"
 
     def __post_init__(self):
         if self.mode not in ("single", "two-phase", "off"):
@@ -59,8 +59,8 @@ class Options:
         args = "".join(f", {n} => %({n})s" for n in ("lease", "ttl") if getattr(self, n))
         self.claim_sql = (
             "SELECT c.outcome, c.attempt, k.key, a.status, a.headers, a.body"
-            " FROM idem_key_from_header(%(header)s) k(key),"
-            f" idem_claim(%(scope)s, k.key, {self.fingerprint}{args}) c, idem_http_answer(c) a")
+            " FROM idempotency.idem_key_from_header(%(header)s) k(key),"
+            f" idempotency.idem_claim(%(scope)s, k.key, {self.fingerprint}{args}) c, idempotency.idem_http_answer(c) a")
 
     def stored_headers(self, headers) -> dict:
         """The allow-listed headers of an answer (str or bytes pairs), as a JSON object."""
