@@ -60,6 +60,12 @@ BEGIN
                       AND d.objid OPERATOR(pg_catalog.=) t.oid AND d.refobjid OPERATOR(pg_catalog.=) ext
                       AND d.deptype OPERATOR(pg_catalog.=) 'e'
                  WHERE t.typnamespace OPERATOR(pg_catalog.=) old_nsp
+                   -- from PostgreSQL 17 on, array types and the row types of views are members
+                   -- too: they move with their element type and their view
+                   AND t.typcategory OPERATOR(pg_catalog.<>) 'A'
+                   AND (t.typrelid OPERATOR(pg_catalog.=) 0
+                        OR (SELECT c.relkind FROM pg_catalog.pg_class c
+                            WHERE c.oid OPERATOR(pg_catalog.=) t.typrelid) OPERATOR(pg_catalog.=) 'c')
         LOOP
             EXECUTE pg_catalog.format('ALTER TYPE %s SET SCHEMA idempotency', o.ty);
         END LOOP;

@@ -35,9 +35,11 @@ fired() { sq -d "$1" -tAc "SELECT coalesce(string_agg(name || ' as ' || who, ', 
 expect() { # what got want
     if [ "$2" = "$3" ]; then say "$1: $2"; else bad "$1: got '$2', want '$3'"; fi
 }
-new_db() { # name version
+new_db() { # name [version]
+    local version=""
+    if [ -n "${2:-}" ]; then version=" VERSION '$2'"; fi
     sq -d postgres -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)" -c "CREATE DATABASE $1 OWNER $OWNER" || exit 1
-    sq -d "$1" -c "CREATE EXTENSION idempotency${2:+ VERSION '$2'}" || exit 1
+    sq -d "$1" -c "CREATE EXTENSION idempotency$version" || exit 1
 }
 plant() { # db
     psql -X -q -v ON_ERROR_STOP=1 -U $OWNER -d "$1" -f test/security/owner_decoys.sql >/dev/null ||

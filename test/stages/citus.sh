@@ -719,7 +719,7 @@ say "idempotency.idem_stuck() and idem_stats on the coordinator list the stuck o
 # Upgrading a distributed cluster from 0.7 (the frozen fixture test/upgrade/idempotency--0.7.sql,
 # in the nodes' extension directory for this part only: test/upgrade/scripts): ALTER EXTENSION
 # idempotency UPDATE on the coordinator (Citus runs it on the workers too) brings every node to
-# 1.1.0 (through 1.0.0): the purge procedures pin their search path, idem_schedule_purge gains
+# 2.0.0 (through 1.0.0 and 1.1.0; 0.7's functions are in public, 2.0.0's in schema idempotency): the purge procedures pin their search path, idem_schedule_purge gains
 # run_as, the tenants' bindings table, idem_stuck in C. idem_claim and the other delegated functions are not
 # recreated, so their delegation stands; the delegated calls answer as before.
 q 0 "DROP TABLE orders" >/dev/null || fail "DROP TABLE orders"
@@ -729,33 +729,35 @@ trap 'test/upgrade/scripts remove; [ -n "${IDEM_CITUS_KEEP:-}" ] || stop_all' EX
 q 0 "CREATE EXTENSION idempotency VERSION '0.7'" || fail "CREATE EXTENSION idempotency VERSION '0.7'"
 expect "versions 0.7 (coordinator worker1 worker2)" \
     "$(for i in 0 1 2; do q $i "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"; done | paste -sd' ')" "0.7 0.7 0.7"
-expect "idempotency.idem_distribute() of 0.7: 4 tables, 12 functions" \
-    "$(q 0 "SELECT count(*) FILTER (WHERE action LIKE 'distributed%') || ' ' || count(*) FILTER (WHERE action LIKE 'delegated%') FROM idempotency.idem_distribute()")" "4 12"
+expect "public.idem_distribute() of 0.7: 4 tables, 12 functions" \
+    "$(q 0 "SELECT count(*) FILTER (WHERE action LIKE 'distributed%') || ' ' || count(*) FILTER (WHERE action LIKE 'delegated%') FROM public.idem_distribute()")" "4 12"
 s=$(scope_on 1 upgrade)
 c=$(scope_on 2 upgrade)
 ut=upgrade-topic
-expect "0.7: claim (delegated)" "$(qv 0 "SELECT outcome FROM idempotency.idem_claim('$s', 'k7', '\\x07')")" claimed
-expect "0.7: complete with body and headers" "$(qv 0 "SELECT idempotency.idem_complete('$s', 'k7', 1, 'r7', NULL, 201, '{\"id\":7}', '{\"Location\": \"/r/7\"}')")" t
-expect "0.7: queued inbox entry" "$(qv 0 "SELECT idempotency.idem_inbox_receive('$c', 'job', enqueue => true)")" new
-expect "0.7: emit" "$(qv 0 "SELECT idempotency.idem_outbox_emit('$ut', '{\"n\": 1}'::jsonb, 'A') IS NOT NULL")" t
-expect "0.7: idem_stuck is PL/pgSQL" "$(q 0 "SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.oid = 'idempotency.idem_stuck(interval)'::regprocedure")" plpgsql
+expect "0.7: claim (delegated)" "$(qv 0 "SELECT outcome FROM public.idem_claim('$s', 'k7', '\\x07')")" claimed
+expect "0.7: complete with body and headers" "$(qv 0 "SELECT public.idem_complete('$s', 'k7', 1, 'r7', NULL, 201, '{\"id\":7}', '{\"Location\": \"/r/7\"}')")" t
+expect "0.7: queued inbox entry" "$(qv 0 "SELECT public.idem_inbox_receive('$c', 'job', enqueue => true)")" new
+expect "0.7: emit" "$(qv 0 "SELECT public.idem_outbox_emit('$ut', '{\"n\": 1}'::jsonb, 'A') IS NOT NULL")" t
+expect "0.7: idem_stuck is PL/pgSQL" "$(q 0 "SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.oid = 'public.idem_stuck(interval)'::regprocedure")" plpgsql
 expect "ALTER EXTENSION idempotency UPDATE" "$(qv 0 "ALTER EXTENSION idempotency UPDATE")" ""
 test/upgrade/scripts remove || fail "test/upgrade/scripts remove"
-expect "versions 1.1.0 (coordinator worker1 worker2)" \
-    "$(for i in 0 1 2; do q $i "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"; done | paste -sd' ')" "1.1.0 1.1.0 1.1.0"
+expect "versions 2.0.0 (coordinator worker1 worker2)" \
+    "$(for i in 0 1 2; do q $i "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"; done | paste -sd' ')" "2.0.0 2.0.0 2.0.0"
+expect "routines left in public (coordinator worker1 worker2)" \
+    "$(for i in 0 1 2; do q $i "SELECT count(*) FROM pg_proc WHERE proname LIKE 'idem\_%' AND pronamespace = 'public'::regnamespace"; done | paste -sd' ')" "0 0 0"
 expect "the purge procedures pin their search path (coordinator worker1 worker2)" \
     "$(for i in 0 1 2; do q $i "SELECT count(*) FROM pg_proc WHERE proname IN ('idem_purge_loop', 'idem_purge_shards') AND prosrc LIKE '%set_config(''search_path'', ''pg_catalog, pg_temp'', true)%'"; done | paste -sd' ')" "2 2 2"
 expect "the bindings table and idem_stuck in C (coordinator worker1 worker2)" \
     "$(for i in 0 1 2; do q $i "SELECT to_regclass('idempotency.bindings') IS NOT NULL AND (SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.oid = 'idempotency.idem_stuck(interval)'::regprocedure) = 'c'"; done | paste -sd' ')" "t t t"
 expect "idempotency.idem_distribute() after the update (nothing changed)" \
     "$(q 0 "SELECT count(*) FROM idempotency.idem_distribute() WHERE action NOT LIKE 'unchanged%'")" 0
-expect "1.1.0: a 0.7 record replays (delegated)" \
+expect "2.0.0: a 0.7 record replays (delegated)" \
     "$(qv 0 "SELECT outcome || ' ' || convert_from(response_body, 'UTF8') || ' ' || (response_headers->>'Location') FROM idempotency.idem_claim('$s', 'k7', '\\x07')")" 'replayed {"id":7} /r/7'
-expect "1.1.0: claim and complete (delegated)" \
+expect "2.0.0: claim and complete (delegated)" \
     "$(qv 0 "SELECT outcome FROM idempotency.idem_claim('$s', 'k8')")$(qv 0 "SELECT idempotency.idem_complete('$s', 'k8', 1, 'r8')")" "claimedt"
-expect "1.1.0: inbox next" "$(qv 0 "SELECT event_id || ' ' || attempt FROM idempotency.idem_inbox_next('$c', 10)")" "job 1"
-expect "1.1.0: outbox next" "$(qv 0 "SELECT payload->>'n' FROM idempotency.idem_outbox_next('$ut', 10)")" 1
-say "0.7 -> 1.1.0 (through 1.0.0) on the cluster: every node at 1.1.0 (the purge procedures pinned, the bindings table, idem_stuck in C), the delegation unchanged; a 0.7 record replays its exact body, a new key is claimed and completed, the inbox and outbox rows of 0.7 are handed out"
+expect "2.0.0: inbox next" "$(qv 0 "SELECT event_id || ' ' || attempt FROM idempotency.idem_inbox_next('$c', 10)")" "job 1"
+expect "2.0.0: outbox next" "$(qv 0 "SELECT payload->>'n' FROM idempotency.idem_outbox_next('$ut', 10)")" 1
+say "0.7 -> 2.0.0 (through 1.0.0 and 1.1.0) on the cluster: every node at 2.0.0 (every routine moved out of public, the purge procedures pinned, the bindings table, idem_stuck in C), the delegation unchanged; a 0.7 record replays its exact body, a new key is claimed and completed, the inbox and outbox rows of 0.7 are handed out"
 
 # --- still to come (issue 16 "Tests") ---------------------------------------------------------
 # - a shard moved (citus_move_shard_placement, block_writes) mid-load

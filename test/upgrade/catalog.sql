@@ -1,5 +1,5 @@
 -- The catalog of a database's idempotency extension, one line per object and property, sorted:
--- test/stages/upgrade.sh prints it for a fresh 1.0.0 database and for each updated one and
+-- test/stages/upgrade.sh prints it for a fresh database of the current version and for each updated one and
 -- diffs them. It reads every object the database's users created (oid >= 16384, the first
 -- normal object id: a test database holds only the extension), so an object an update left
 -- behind shows too. Run with psql -AtX.
