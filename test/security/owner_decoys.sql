@@ -12,9 +12,12 @@
 -- and for every view of the extension a view of the same name in evil. Every decoy writes a row
 -- to public.owner_decoy_fired (name, current_user) before anything else; then the database's
 -- search path is set to evil, public, so that an unqualified name in any session of the database
--- finds the decoys. The attack succeeds when a row shows a role other than the owner.
+-- finds the decoys. The attack succeeds when a row shows a role other than the owner. Run with
+-- psql (it uses \if and \gexec).
 SET client_min_messages = warning;
-CREATE SCHEMA evil;
+-- this session's own names from pg_catalog (the database's path may already hold decoys)
+SET search_path = pg_catalog, public;
+CREATE SCHEMA IF NOT EXISTS evil;
 CREATE TABLE public.owner_decoy_fired (name text, who text, at timestamptz DEFAULT clock_timestamp());
 GRANT INSERT, SELECT ON public.owner_decoy_fired TO PUBLIC;
 GRANT USAGE ON SCHEMA evil TO PUBLIC;
@@ -97,6 +100,11 @@ BEGIN
                                   r.relname, r.relname, r.cols);
         INSERT INTO public.owner_decoys VALUES ('evil', r.relname, 'view');
     END LOOP;
-    EXECUTE pg_catalog.format('ALTER DATABASE %I SET search_path = evil, public', pg_catalog.current_database());
 END
 $plant$;
+-- the database's search path (a caller that set its own, as the security stage's part attack
+-- does with pg_catalog after evil, passes -v keep_search_path=1)
+\if :{?keep_search_path}
+\else
+SELECT pg_catalog.format('ALTER DATABASE %I SET search_path = evil, public', pg_catalog.current_database()) \gexec
+\endif

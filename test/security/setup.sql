@@ -60,6 +60,7 @@ RETURNS pg_catalog.bool LANGUAGE sql STABLE SET search_path = pg_catalog, pg_tem
                      AND pg_catalog.has_table_privilege(what, 'SELECT')
                 ELSE EXISTS (SELECT FROM pg_catalog.pg_proc p
                              WHERE p.proname OPERATOR(pg_catalog.=) what
+                               AND p.pronamespace OPERATOR(pg_catalog.=) 'idempotency'::pg_catalog.regnamespace
                                AND pg_catalog.has_function_privilege(p.oid, 'EXECUTE'))
                      OR (pg_catalog.to_regclass(pg_catalog.concat('idempotency.', what)) IS NOT NULL
                          AND pg_catalog.has_table_privilege(pg_catalog.concat('idempotency.', what), 'SELECT'))

@@ -94,6 +94,10 @@ done
 psql -X -q -v ON_ERROR_STOP=1 -U sec_dbowner -d $OWNED -c "CREATE SCHEMA evil" -v schema=evil \
     -f test/security/plant_schema.sql -c "ALTER DATABASE $OWNED SET search_path = evil, pg_catalog, public" \
     >>"$LOGS/plant" 2>&1 || { cat "$LOGS/plant" >&2; bad "planting the database owner's decoys"; }
+# and its overloads of every routine and view of the extension (test/security/owner_decoys.sql), in
+# public and evil, which the superuser's battery, its CALL and the real pg_cron jobs below meet
+psql -X -q -v ON_ERROR_STOP=1 -U sec_dbowner -d $OWNED -v keep_search_path=1 -f test/security/owner_decoys.sql \
+    >>"$LOGS/plant" 2>&1 || { cat "$LOGS/plant" >&2; bad "planting the database owner's overloads"; }
 
 # real pg_cron jobs purging the owner's database as the superuser (they run at the next minute):
 # a job written by hand with the qualified CALL (docs/lifecycle.md), and the job idem_schedule_purge makes
@@ -171,6 +175,10 @@ for db in $DB $OWNED; do
     grep -q '^ESCALATED:' "$LOGS/report-$db" && bad "a decoy's ALTER ROLE ... SUPERUSER succeeded (above)"
 done
 [ "$crossed" = 0 ] || bad "$crossed decoy firing(s) as another role than the planter (CROSSED lines above)"
+overloads=$(sq -d $OWNED -tAc "SELECT count(*) FROM public.owner_decoys")
+overload_runs=$(sq -d $OWNED -tAc "SELECT coalesce(string_agg(name || ' as ' || who, ', '), '') FROM public.owner_decoy_fired WHERE who <> 'sec_dbowner'")
+[ -z "$overload_runs" ] || bad "the database owner's overloads ran as another role: $overload_runs"
+say "$OWNED: $overloads overloads of the extension's routines and views by its owner, run as another role: ${overload_runs:-none}"
 [ "$wrong" = 0 ] || bad "$wrong call(s) with an unexpected outcome (WRONG lines above; session output in $LOGS)"
 [ "$calls" -gt 0 ] || bad "no call was made"
 say "$calls calls in $sessions sessions ($ok as expected, $unreach unreachable for the role, $wrong wrong); $planted decoys planted in schemas + 26 pg_temp domains in each of $temp_sessions sessions; $fired decoy firings, $crossed as another role"
