@@ -45,7 +45,7 @@ CREATE OR REPLACE FUNCTION create_payment(
 LANGUAGE plpgsql AS $$
 DECLARE
     k text := idempotency.idem_key_from_header(idempotency_key_header);
-    c idem_claim_result;
+    c idempotency.idem_claim_result;
     p payments;
 BEGIN
     c := idempotency.idem_claim('payments', k, idempotency.idem_fingerprint(request_body));
