@@ -581,6 +581,12 @@ BEGIN
 END
 $$;
 
+-- Two comments that name a statement to run: now with the schema.
+COMMENT ON FUNCTION idempotency.idem_purge(integer, integer, boolean, interval) IS
+    'Deletes expired finished records, settled inbox entries and done outbox events past idempotency.outbox_ttl in bounded SKIP LOCKED batches (one transaction); returns the count. For scheduled purging use CALL idempotency.idem_purge_loop().';
+COMMENT ON PROCEDURE idempotency.idem_purge_shards(integer, interval, boolean, interval, bigint) IS
+    'Citus: purges the shards of records, inbox and outbox that this node holds (finished records past their TTL, settled inbox entries, done outbox events past idempotency.outbox_ttl), in bounded SKIP LOCKED batches, committing after every round; CALL idempotency.idem_purge_loop() on the coordinator runs it on every worker.';
+
 -- The outbox's per-key lock ----------------------------------------------------------------------
 -- The per-key lock's secret (docs/security.md "What pg_locks shows"). An emit with a key locks
 -- the first 8 bytes of HMAC-SHA256(secret, topic, NUL, key) as an advisory lock: pg_locks, which

@@ -711,7 +711,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION idempotency.idem_purge(integer, integer, boolean, interval) IS
-    'Deletes expired finished records, settled inbox entries and done outbox events past idempotency.outbox_ttl in bounded SKIP LOCKED batches (one transaction); returns the count. For scheduled purging use CALL idem_purge_loop().';
+    'Deletes expired finished records, settled inbox entries and done outbox events past idempotency.outbox_ttl in bounded SKIP LOCKED batches (one transaction); returns the count. For scheduled purging use CALL idempotency.idem_purge_loop().';
 
 -- The same as idem_purge, but commits after every iteration so that no lock is held for longer
 -- than one batch; stops when nothing is left or after max_duration. What pg_cron calls; deleted
@@ -1404,7 +1404,7 @@ BEGIN
 END
 $$;
 COMMENT ON PROCEDURE idempotency.idem_purge_shards(integer, interval, boolean, interval, bigint) IS
-    'Citus: purges the shards of records, inbox and outbox that this node holds (finished records past their TTL, settled inbox entries, done outbox events past idempotency.outbox_ttl), in bounded SKIP LOCKED batches, committing after every round; CALL idem_purge_loop() on the coordinator runs it on every worker.';
+    'Citus: purges the shards of records, inbox and outbox that this node holds (finished records past their TTL, settled inbox entries, done outbox events past idempotency.outbox_ttl), in bounded SKIP LOCKED batches, committing after every round; CALL idempotency.idem_purge_loop() on the coordinator runs it on every worker.';
 REVOKE EXECUTE ON PROCEDURE idempotency.idem_purge_shards(integer, interval, boolean, interval, bigint) FROM PUBLIC;
 
 -- Initial privileges ----------------------------------------------------------------------------

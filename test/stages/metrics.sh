@@ -109,9 +109,9 @@ sed 's/SELECT pg_catalog.current_database() AS datname, scope, processing, stuck
     monitoring/postgres_exporter.yml >"$work/swapped.yml"
 cmp -s "$work/swapped.yml" monitoring/postgres_exporter.yml && fail "the swap was not planted"
 planted "idem_stats' processing and stuck swapped" "$work/swapped.yml"
-psql -qX -d $DB -v ON_ERROR_STOP=1 -c "ALTER VIEW idem_outbox_stats RENAME COLUMN dead TO dead_events" >/dev/null || exit 1
+psql -qX -d $DB -v ON_ERROR_STOP=1 -c "ALTER VIEW idempotency.idem_outbox_stats RENAME COLUMN dead TO dead_events" >/dev/null || exit 1
 planted "idem_outbox_stats.dead renamed" monitoring/postgres_exporter.yml
-psql -qX -d $DB -v ON_ERROR_STOP=1 -c "ALTER VIEW idem_outbox_stats RENAME COLUMN dead_events TO dead" >/dev/null || exit 1
+psql -qX -d $DB -v ON_ERROR_STOP=1 -c "ALTER VIEW idempotency.idem_outbox_stats RENAME COLUMN dead_events TO dead" >/dev/null || exit 1
 psql -qX -d postgres -v ON_ERROR_STOP=1 -c "REVOKE pg_monitor FROM $ROLE" >/dev/null || exit 1
 planted "the role without pg_monitor" monitoring/postgres_exporter.yml
 exit $rc
