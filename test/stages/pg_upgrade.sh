@@ -658,12 +658,15 @@ chroot_of() {
 }
 
 # in_chroot dir command...: in a mount namespace of its own, with /proc and /dev, a clean
-# environment (as test/chroot gives its chroots)
+# environment (as test/chroot gives its chroots). Its mounts are made private to it; where that
+# cannot be done (this machine is itself a chroot: its / is no mount point, and unshare says
+# "cannot change root filesystem propagation"), they keep the propagation they have.
 in_chroot() {
-    local dir=$1
+    local dir=$1 propagation=private
     shift
+    unshare --mount --propagation private true 2>/dev/null || propagation=unchanged
     # shellcheck disable=SC2016 # expanded by the inner bash
-    unshare --mount --propagation private -- bash -c '
+    unshare --mount --propagation "$propagation" -- bash -c '
         d=$1; shift
         mount -t proc proc "$d/proc" && mount --rbind /dev "$d/dev" &&
             exec chroot "$d" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
