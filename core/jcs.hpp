@@ -210,7 +210,10 @@ class CanonicalWriter {
 
 // Parses raw JSON text strictly (RFC 8259 grammar, I-JSON: no duplicate member names after
 // unescaping, no lone surrogates, well-formed UTF-8, no NaN/Infinity, numbers within double
-// range in strict mode) and feeds it to w. w is reset with its current options first.
+// range in strict mode) and feeds it to w. w is reset with its current options first. A text
+// that is not well-formed UTF-8 is 22021 naming its first invalid sequence, wherever it is and
+// whatever else is wrong with the text (a grammar error before it, a number out of range, the
+// depth limit).
 void parse_into(std::string_view text, CanonicalWriter &w);
 
 // The canonical form of raw JSON text.

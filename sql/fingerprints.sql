@@ -203,6 +203,43 @@ SELECT idempotency.idem_canonical_json((repeat('{"b":0,"a":', 5000) || '1' || re
      = repeat('{"a":', 5000) || '1' || repeat(',"b":0}', 5000) AS deep_jsonb_ok;
 -- invalid UTF-8 cannot reach a UTF8 database as text; convert_from rejects it first (22021)
 SELECT try($$SELECT idempotency.idem_fingerprint(convert_from('\x22c0af22'::bytea, 'UTF8'))$$);
+-- invalid UTF-8 in the bytea form, inside a string and outside one: 22021 naming the first
+-- invalid sequence, also where the bytes are malformed JSON besides (text that is not UTF-8
+-- cannot be read as JSON at all); the same through the streaming path (any filter) and in exact
+-- mode
+CREATE FUNCTION fp_error(doc bytea, exclude text[] DEFAULT NULL, exact boolean DEFAULT false)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    state text;
+    message text;
+    detail text;
+BEGIN
+    PERFORM idempotency.idem_fingerprint(doc, exclude, exact_numbers => exact);
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT,
+                            detail = PG_EXCEPTION_DETAIL;
+    RETURN state || ': ' || message || ' (' || detail || ')';
+END $$;
+SELECT encode(seq, 'hex') AS seq, place, fp_error(doc) AS error,
+       fp_error(doc, exclude => '{zz}') = fp_error(doc) AS streaming_same,
+       fp_error(doc, exact => true) = fp_error(doc) AS exact_same
+FROM (VALUES (1, '\xff'::bytea), (2, '\xc0af'), (3, '\xeda080'), (4, '\xe282')) s(i, seq),
+     LATERAL (VALUES
+        (1, 'in a string', convert_to('{"a":"', 'UTF8') || seq || convert_to('"}', 'UTF8')),
+        (2, 'in a name', convert_to('{"', 'UTF8') || seq || convert_to('":1}', 'UTF8')),
+        (3, 'alone', seq),
+        (4, 'after {"a":1}', convert_to('{"a":1}', 'UTF8') || seq),
+        (5, 'before a value', convert_to('[', 'UTF8') || seq || convert_to('1]', 'UTF8')),
+        (6, 'after [1,]', convert_to('[1,]', 'UTF8') || seq)) p(j, place, doc)
+ORDER BY i, j;
+-- valid UTF-8 outside a string is a grammar error (22P02), as before
+SELECT fp_error(convert_to('{"a":1}é', 'UTF8')) AS after_value, fp_error(convert_to('[€]', 'UTF8')) AS as_value;
+-- the error in full
+\set SHOW_CONTEXT never
+SELECT idempotency.idem_fingerprint(convert_to('{"amount": 100, "note": "', 'UTF8') || '\xe282'::bytea || convert_to('"}', 'UTF8'));
+\set SHOW_CONTEXT errors
+DROP FUNCTION fp_error(bytea, text[], boolean);
 
 -- function properties
 SELECT p.oid::regprocedure AS function, p.provolatile, p.proisstrict, p.proparallel

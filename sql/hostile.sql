@@ -157,6 +157,13 @@ SELECT try($$SELECT idempotency.idem_fingerprint(E'{"a": "\xc3\x28"}')$$);
 SELECT try($$SELECT idempotency.idem_fingerprint(E'{"\xed\xa0\x80": 1}')$$);
 SELECT try($$SELECT idempotency.idem_canonical_json(E'"\xf4\x90\x80\x80"')$$);
 SELECT try($$SELECT idempotency.idem_canonical_json(E'"\xc0\xaf"')$$);
+-- outside strings too, and before anything else wrong with the text: 22021 (docs/fingerprints.md)
+SELECT try($$SELECT idempotency.idem_fingerprint(E'\xff')$$);
+SELECT try($$SELECT idempotency.idem_fingerprint(E'{"a": 1}\xe2\x82')$$);
+SELECT try($$SELECT idempotency.idem_canonical_json(E'[1,]\xc0\xaf')$$);
+SELECT try($$SELECT idempotency.idem_fingerprint(E'[\xed\xa0\x80]', exclude => '{zz}')$$);
+-- jsonb keeps a SQL_ASCII database's bytes unchecked: the writer checks its strings
+SELECT try($$SELECT idempotency.idem_fingerprint(E'{"a": "\xff"}'::jsonb)$$);
 SELECT idempotency.idem_canonical_json(E'"\xc3\xa9"') = E'"\xc3\xa9"' AS valid_utf8_kept;
 -- keys are bytes: an invalid UTF-8 key is stored and found byte for byte
 SELECT outcome FROM idempotency.idem_claim('hostile', E'k\xff');

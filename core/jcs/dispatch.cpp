@@ -40,20 +40,30 @@ void CanonicalWriter::parse_tape(std::string_view text, bool hash) {
 
 // Resets and parses text through the tape (hash: feeding sha_ while writing) or the streaming
 // tokenizer and the event writer.
+//
+// A text that is not well-formed UTF-8 cannot be read as JSON at all: whatever else is wrong
+// with it, its error is 22021 naming its first invalid sequence, on every path. Both
+// tokenizers check the bytes of strings as they read them, and any other byte >= 0x80 stops
+// them with a grammar error; a text that fails for any reason is therefore checked whole
+// before its error is raised (only then: a text that parses is UTF-8).
 void CanonicalWriter::parse(std::string_view text, bool hash) {
     reset();
-    if (!filtering_ && text.size() <= kTapeMax) {
-        parse_tape(text, hash);
-        // A text of at most 4 KiB grows no buffer near what shrink() keeps (1 MiB, 64 Ki
-        // tokens): the tape takes at most a token per byte, canonical numbers up to ~5 bytes
-        // per byte of text (1e20: 21 digits), shape records 136 bytes per object.
-        may_have_grown_ = text.size() > 4096;
-        return;
-    }
     try {
+        if (!filtering_ && text.size() <= kTapeMax) {
+            parse_tape(text, hash);
+            // A text of at most 4 KiB grows no buffer near what shrink() keeps (1 MiB, 64 Ki
+            // tokens): the tape takes at most a token per byte, canonical numbers up to ~5
+            // bytes per byte of text (1e20: 21 digits), shape records 136 bytes per object.
+            may_have_grown_ = text.size() > 4096;
+            return;
+        }
         detail::parse_streaming(text, *this);
-    } catch (...) {
+    } catch (const Error &) {
         done_ = false; // (the value may be complete before the error: text after it)
+        detail::check_text_utf8(text);
+        throw;
+    } catch (...) {
+        done_ = false;
         throw;
     }
 }

@@ -72,10 +72,13 @@ inline size_t utf8_seq_len(const unsigned char *s, size_t avail) noexcept {
 
 // Offset of the first byte that is not well-formed UTF-8, or npos.
 size_t find_bad_utf8(std::string_view s) noexcept;
-// Throws 22021 for the byte at offset at.
-[[noreturn]] void bad_utf8(size_t at);
-// Throws 22021 if s is not well-formed UTF-8.
+// Throws 22021 for the invalid sequence at s[at]; where: what s is, for the detail.
+[[noreturn]] void bad_utf8(std::string_view s, size_t at, const char *where = "the JSON text");
+// Throws 22021 if s (a string of the writer's events) is not well-formed UTF-8.
 void check_utf8(std::string_view s);
+// Throws 22021 for the first invalid sequence of a JSON text, if it has one: what a text
+// that failed to parse answers when it is not UTF-8 (dispatch.cpp).
+void check_text_utf8(std::string_view text);
 
 // 1 for bytes that a JCS string must escape: control characters, '"' and '\'.
 struct EscapeTable {

@@ -140,7 +140,9 @@ std::string_view Reader::string() {
         if (c >= 0x80) {
             size_t l = utf8_seq_len(p_, e_ - p_);
             if (l == 0)
-                bad_utf8(p_ - b_);
+                bad_utf8(std::string_view(reinterpret_cast<const char *>(b_),
+                                          static_cast<size_t>(e_ - b_)),
+                         static_cast<size_t>(p_ - b_));
             if (copying)
                 out.append(reinterpret_cast<const char *>(p_), l);
             p_ += l;

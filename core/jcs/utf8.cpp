@@ -25,15 +25,47 @@ size_t find_bad_utf8(std::string_view s) noexcept {
     return std::string_view::npos;
 }
 
-void bad_utf8(size_t at) {
+namespace {
+
+// The invalid sequence at s[at] as PostgreSQL's "invalid byte sequence" error shows one: its
+// first byte and the continuation bytes (10xxxxxx) of the length that byte announces, in hex
+// ("0xe2 0x82" for a truncated euro sign, "0xff" for a byte UTF-8 never uses).
+std::string shown_sequence(std::string_view s, size_t at) {
+    static const char hex[] = "0123456789abcdef";
+    const auto *p = reinterpret_cast<const unsigned char *>(s.data()) + at;
+    const size_t avail = s.size() - at;
+    const unsigned c = p[0];
+    const size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+    std::string r;
+    for (size_t i = 0; i < len && i < avail && (i == 0 || (p[i] & 0xC0) == 0x80); i++) {
+        if (i > 0)
+            r.push_back(' ');
+        r += "0x";
+        r.push_back(hex[p[i] >> 4]);
+        r.push_back(hex[p[i] & 0xF]);
+    }
+    return r;
+}
+
+} // namespace
+
+void bad_utf8(std::string_view s, size_t at, const char *where) {
     throw Error(kBadUtf8, "invalid UTF-8 in JSON text",
-                "The byte sequence at byte " + std::to_string(at) + " is not well-formed UTF-8.");
+                "At byte " + std::to_string(at) + " of " + where + ": the byte sequence " +
+                    shown_sequence(s, at) + " is not well-formed UTF-8.",
+                "JSON text must be UTF-8 (RFC 8259).");
 }
 
 void check_utf8(std::string_view s) {
     size_t bad = find_bad_utf8(s);
     if (bad != std::string_view::npos)
-        bad_utf8(bad);
+        bad_utf8(s, bad, "a string");
+}
+
+void check_text_utf8(std::string_view text) {
+    size_t bad = find_bad_utf8(text);
+    if (bad != std::string_view::npos)
+        bad_utf8(text, bad);
 }
 
 char *write_escape(char *o, unsigned char c) noexcept {

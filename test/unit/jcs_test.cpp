@@ -306,6 +306,165 @@ TEST(JcsIJson, RejectsWhatIJsonForbids) {
     EXPECT_EQ(sqlstate_of("\"\xf4\x8f\xbf\xbf\""), ""); // U+10FFFF is fine
 }
 
+namespace {
+
+// How a text reaches the parser: the tape (no filters), the streaming tokenizer (an exclude
+// filter that matches nothing), fingerprint_text, and one writer kept across texts (as the
+// extension keeps one per backend).
+enum class Via { kTape, kStreaming, kFingerprint, kReused };
+const Via kEveryPath[] = {Via::kTape, Via::kStreaming, Via::kFingerprint, Via::kReused};
+
+// The error text raises through path `via` as "SQLSTATE message / detail / hint", or "".
+std::string error_via(const std::string &text, Via via, Options o = {}) {
+    static idem::jcs::CanonicalWriter reused;
+    try {
+        switch (via) {
+        case Via::kTape:
+            canonicalize_text(text, o);
+            break;
+        case Via::kStreaming:
+            o.exclude = {{"\xff"}};
+            canonicalize_text(text, o);
+            break;
+        case Via::kFingerprint:
+            idem::jcs::fingerprint_text(text, o);
+            break;
+        case Via::kReused:
+            idem::jcs::parse_into(R"({"b":[1,"x"],"a":{}})", reused);
+            reused.reset(o);
+            idem::jcs::parse_into(text, reused);
+            break;
+        }
+    } catch (const idem::Error &e) {
+        return std::string(e.sqlstate()) + " " + e.what() + " / " + e.detail() + " / " + e.hint();
+    }
+    return "";
+}
+
+// The 22021 error for the invalid sequence `shown` at byte `at` of the text.
+std::string utf8_error(size_t at, const std::string &shown) {
+    return "22021 invalid UTF-8 in JSON text / At byte " + std::to_string(at) +
+           " of the JSON text: the byte sequence " + shown +
+           " is not well-formed UTF-8. / JSON text must be UTF-8 (RFC 8259).";
+}
+
+// Each kind of invalid sequence, and how the error shows it.
+struct BadSequence {
+    std::string bytes;
+    std::string shown;
+};
+const BadSequence kBadSequences[] = {
+    {"\xff", "0xff"},                            // a byte UTF-8 never uses
+    {"\xfe", "0xfe"},                            //
+    {"\x80", "0x80"},                            // a continuation byte without a lead
+    {"\xbf", "0xbf"},                            //
+    {"\xc0\xaf", "0xc0 0xaf"},                   // overlong '/' (2 bytes)
+    {"\xc1\xbf", "0xc1 0xbf"},                   // overlong U+007F
+    {"\xe0\x80\xaf", "0xe0 0x80 0xaf"},          // overlong '/' (3 bytes)
+    {"\xf0\x80\x80\xaf", "0xf0 0x80 0x80 0xaf"}, // overlong '/' (4 bytes)
+    {"\xed\xa0\x80", "0xed 0xa0 0x80"},          // the surrogate U+D800, encoded
+    {"\xed\xbf\xbf", "0xed 0xbf 0xbf"},          // the surrogate U+DFFF, encoded
+    {"\xf4\x90\x80\x80", "0xf4 0x90 0x80 0x80"}, // U+110000, above U+10FFFF
+    {"\xf5\x80\x80\x80", "0xf5 0x80 0x80 0x80"}, // a lead byte beyond F4
+    {"\xc3", "0xc3"},                            // truncated: 1 of 2 bytes
+    {"\xe2\x82", "0xe2 0x82"},                   // truncated: 2 of 3 bytes (a euro sign's)
+    {"\xf0\x9f\x98", "0xf0 0x9f 0x98"},          // truncated: 3 of 4 bytes
+};
+
+} // namespace
+
+// Invalid UTF-8 is 22021 wherever it is: in a string or a member name, and outside strings
+// (where it was "unexpected character", 22P02), also after something else that is wrong with
+// the text: a text that is not UTF-8 cannot be read as JSON at all. The error names the
+// first invalid sequence, the same on every path.
+TEST(JcsUtf8, InvalidUtf8AnywhereIs22021) {
+    // '@' marks where the sequence goes.
+    const char *const places[] = {
+        "@",                 // the whole text
+        " \t@",              // after whitespace
+        "\"@\"",             // a string
+        "{\"a\":\"x@y\"}",   // a member's value
+        "{\"@\":1}",         // a member name
+        "[\"\\u00e9\\n@\"]", // after escapes
+        "\"@",               // an unterminated string
+        "[@]",               // where a value must start
+        "{\"a\":@}",         //
+        "{\"a\":1}@",        // after the top-level value
+        "{\"a\":1} \n@",     //
+        "[\"x\"]@[]",        //
+        "{@:1}",             // where a member name must start
+        "{\"a\":1,@}",       //
+        "{\"a\"@:1}",        // where the ':' must be
+        "[1@]",              // right after a number
+        "[1.5,@2]",          // after a ','
+        "[-@]",              // inside a number
+        "[tru@]",            // inside a literal
+        "[true@]",           // right after a literal
+        "[{\"a\":\"x\",\"b\":1},{\"a\":\"y\",\"b\":2},{\"a\":\"@\",\"b\":3}]", // a shape
+        "[{\"a\":\"x\",\"b\":1},{\"a\":\"y\",\"b\":2}@]",                      //
+        "[{\"a\":\"x\",\"b\":1},{\"a\":\"y\",\"b\":2},{\"a\":\"z\"@",          //
+        "{\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\":\"bbbbbbbbbbbbbbbbbbbb@\"}",
+        // after what is wrong with the text otherwise: the UTF-8 error wins
+        "[1,]@",              // a grammar error
+        "{\"a\" 1}@",         //
+        "\"\\x\"@",           // an invalid escape
+        "[\"\\ud800\"]@",     // a lone surrogate escape
+        "{\"a\":1,\"a\":2}@", // a duplicate name
+        "[NaN]@",             // NaN
+        "[1e400]@",           // a number out of range (strict mode)
+        "\xef\xbb\xbf@",      // a byte order mark
+        "\"a\x01\"@",         // an unescaped control character
+        "\xc3\xa9@",          // valid UTF-8 that is no JSON
+    };
+    for (const BadSequence &seq : kBadSequences) {
+        for (const char *place : places) {
+            std::string text = place;
+            const size_t at = text.find('@');
+            text.replace(at, 1, seq.bytes);
+            for (Via via : kEveryPath)
+                ASSERT_EQ(error_via(text, via), utf8_error(at, seq.shown))
+                    << hex(text) << " via " << static_cast<int>(via);
+        }
+    }
+}
+
+// The first invalid sequence is the one named; a document too deep for max_depth with
+// invalid UTF-8 past the limit is 22021 too; exact mode answers alike.
+TEST(JcsUtf8, TheFirstInvalidSequenceIsNamed) {
+    for (Via via : kEveryPath) {
+        EXPECT_EQ(error_via("\"\xff\" \xc0\xaf", via), utf8_error(1, "0xff"));
+        EXPECT_EQ(error_via("[1, \xe2\x82\xac, \"\xe2\x82\"]", via), utf8_error(10, "0xe2 0x82"));
+        EXPECT_EQ(error_via("{\"\xc3\xa9\":\"\xed\xa0\x80\"}\xff", via),
+                  utf8_error(7, "0xed 0xa0 0x80"));
+        Options small;
+        small.max_depth = 2;
+        EXPECT_EQ(error_via("[[[[\xff]]]]", via, small), utf8_error(4, "0xff"));
+        EXPECT_EQ(error_via("[[[[1]]]]", via, small).substr(0, 5), "54001");
+        Options exact;
+        exact.exact_numbers = true;
+        EXPECT_EQ(error_via("[1e400, \xf4\x90\x80\x80]", via, exact),
+                  utf8_error(8, "0xf4 0x90 0x80 0x80"));
+    }
+}
+
+// What stays as it was: well-formed UTF-8 outside strings is a grammar error (22P02), the
+// grammar's errors without invalid UTF-8 keep their codes, valid texts their canonical form.
+TEST(JcsUtf8, ValidUtf8KeepsItsAnswers) {
+    for (Via via : kEveryPath) {
+        EXPECT_EQ(error_via("\xc3\xa9", via),
+                  "22P02 unexpected character in JSON text / At byte 0 of the JSON text. / ");
+        EXPECT_EQ(error_via("{\"a\":1}\xe2\x82\xac", via),
+                  "22P02 unexpected text after the JSON value / At byte 7 of the JSON text. / ");
+        EXPECT_EQ(error_via("[\xf4\x8f\xbf\xbf]", via).substr(0, 5), "22P02");
+        EXPECT_EQ(error_via("\xef\xbb\xbf{}", via).substr(0, 5), "22P02");
+        EXPECT_EQ(error_via("[1e400, \"\xc3\xa9\"]", via).substr(0, 5), "22003");
+        EXPECT_EQ(error_via("{\"a\":1,\"a\":2}", via).substr(0, 5), "22P02");
+        EXPECT_EQ(error_via("[\"\xf4\x8f\xbf\xbf\", \"\xed\x9f\xbf\", \"\xee\x80\x80\"]", via), "");
+    }
+    EXPECT_EQ(canon("{\"\xee\x80\x80\":1,\"\xf0\x9f\x98\x80\":2,\"\xc3\xa9\":3}"),
+              "{\"\xc3\xa9\":3,\"\xf0\x9f\x98\x80\":2,\"\xee\x80\x80\":1}");
+}
+
 TEST(JcsGrammar, RejectsMalformedText) {
     for (const char *bad : {"",          " ",        "{",
                             "[1,]",      "[1 2]",    "{\"a\":1,}",
