@@ -229,7 +229,20 @@ SELECT count(*) AS readonly_rows FROM idempotency.records WHERE scope = 'readonl
 SET client_min_messages = debug1;
 SELECT outcome, attempt FROM idempotency.idem_claim('direct-taken', 'k');
 SELECT outcome, attempt FROM idempotency.idem_claim('direct-taken', 'k');
+-- wait => false too. It once took the SQL path without a DEBUG1 line (the path was chosen before
+-- any direct attempt), whose insert runs in a subtransaction with a 1 ms lock_timeout: the new
+-- record's xmin tells them apart, the transaction's own id on the direct path, a
+-- subtransaction's by SQL (direct_access off, for contrast)
+SELECT outcome, attempt FROM idempotency.idem_claim('direct-taken', 'nowait', wait => false);
+SELECT outcome, attempt FROM idempotency.idem_claim('direct-taken', 'nowait', wait => false);
 SET client_min_messages = warning;
+BEGIN;
+SELECT outcome FROM idempotency.idem_claim('direct-taken', 'nowait-xmin', wait => false);
+SET LOCAL idempotency.direct_access = off;
+SELECT outcome FROM idempotency.idem_claim('direct-taken', 'nowait-sql', wait => false);
+SELECT key, xmin = pg_current_xact_id()::xid AS by_the_transaction
+    FROM idempotency.records WHERE scope = 'direct-taken' AND key LIKE 'nowait-%' ORDER BY key;
+COMMIT;
 -- a trigger on the records table (not supported, but not ignored either): claims fall back to
 -- SQL statements, so the trigger sees every insert
 CREATE FUNCTION pg_temp.saw_insert() RETURNS trigger LANGUAGE plpgsql AS

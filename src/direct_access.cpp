@@ -16,6 +16,7 @@ extern "C" {
 #include "executor/executor.h"
 #include "nodes/makefuncs.h"
 #include "storage/lmgr.h"
+#include "storage/procarray.h"
 #include "access/relscan.h"
 #include "access/skey.h"
 #include "utils/snapmgr.h"
@@ -248,11 +249,21 @@ void key_values(const Table &t, const IndexInfo *info, const Datum *values, Datu
     }
 }
 
+// What find_key found.
+enum class Found {
+    None, // the key has no row (or only versions that are dead to every transaction)
+    Row,  // found holds the row's latest committed version (or this transaction's own)
+    Busy  // nowait: another transaction is inserting, changing or deleting the row right now
+};
+
 // Looks the key up as the executor's arbiter check does, through the primary key with a dirty
 // snapshot: waits for a transaction that is inserting, changing or deleting its row, then looks
-// again. True with the row's latest committed version (or this transaction's own) in found.
-bool find_key(Relation rel, Relation pk, const IndexInfo *info, const Datum *key,
-              TupleTableSlot *found) {
+// again. nowait: such a transaction still in progress is Busy instead, without waiting; one that
+// ended meanwhile is looked past again as after a wait. A speculative insertion still in flight
+// is waited for either way: that wait is bounded by the insertion itself (its index entries),
+// never by its transaction, and its row is then found again, Busy when its inserter goes on.
+Found find_key(Relation rel, Relation pk, const IndexInfo *info, const Datum *key,
+               TupleTableSlot *found, bool nowait) {
     int n = info->ii_NumIndexKeyAttrs;
     ScanKeyData keys[INDEX_MAX_KEYS];
     key_scan_keys(pk, info, key, keys);
@@ -264,14 +275,16 @@ bool find_key(Relation rel, Relation pk, const IndexInfo *info, const Datum *key
         bool got = index_getnext_slot(scan, ForwardScanDirection, found);
         index_endscan(scan);
         if (!got)
-            return false;
+            return Found::None;
         TransactionId xwait = TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
         if (!TransactionIdIsValid(xwait))
-            return true;
+            return Found::Row;
         if (dirty.speculativeToken != 0)
             SpeculativeInsertionWait(dirty.xmin, dirty.speculativeToken);
-        else
+        else if (!nowait)
             XactLockTableWait(xwait, rel, &found->tts_tid, XLTW_InsertIndex);
+        else if (TransactionIdIsInProgress(xwait))
+            return Found::Busy;
     }
 }
 
@@ -361,13 +374,15 @@ Relation internal::open_for_write(Table *t, const char *caller) {
 }
 
 // (direct_access.hpp) The speculative insertion of nodeModifyTable.c's ExecInsert for ON
-// CONFLICT DO NOTHING: look the key up (waiting for in-progress transactions), insert the heap
-// tuple with a speculative token, insert its index entries, and confirm it, or kill it and start
-// over when a concurrent insert of the same key won the race in between. The lookup is this
-// file's own (find_key) rather than ExecCheckIndexConstraints, so that a key that exists costs
-// one index descent and no executor state, and the reader gets the version it found.
+// CONFLICT DO NOTHING: look the key up (waiting for in-progress transactions, or with nowait
+// answering Busy), insert the heap tuple with a speculative token, insert its index entries, and
+// confirm it, or kill it and start over when a concurrent insert of the same key won the race in
+// between (the lookup then finds that insert's row: with nowait, Busy while its transaction goes
+// on). The lookup is this file's own (find_key) rather than ExecCheckIndexConstraints, so that a
+// key that exists costs one index descent and no executor state, and the reader gets the version
+// it found.
 InsertResult insert(Table *t, const char *caller, const Datum *values, const bool *nulls,
-                    ConflictReader read, void *read_arg) {
+                    ConflictReader read, void *read_arg, bool nowait) {
     Relation rel = open_for_write(t, caller);
     if (rel == nullptr)
         return InsertResult::Unusable;
@@ -381,12 +396,15 @@ InsertResult insert(Table *t, const char *caller, const Datum *values, const boo
         Datum key[INDEX_MAX_KEYS];
         key_values(r, pk_info, values, key);
         TupleTableSlot *found = table_slot_create(rel, nullptr);
-        while (!find_key(rel, pk, pk_info, key, found))
+        Found f;
+        while ((f = find_key(rel, pk, pk_info, key, found, nowait)) == Found::None)
             if (insert_row(t, rel, pk, values, nulls)) {
                 result = InsertResult::Inserted;
                 break;
             }
-        if (result == InsertResult::Exists && read != nullptr && read(rel, found, read_arg))
+        if (f == Found::Busy)
+            result = InsertResult::Busy;
+        else if (result == InsertResult::Exists && read != nullptr && read(rel, found, read_arg))
             result = InsertResult::Read;
         ExecDropSingleTupleTableSlot(found);
     }

@@ -62,6 +62,7 @@ enum class InsertResult {
     Inserted, // the row is written
     Read,     // the key has a row, and the reader read it
     Exists,   // the key has a row, not read (no reader, or the reader returned false)
+    Busy,     // nowait: another transaction is inserting, changing or deleting the key's row
     Unusable  // the table has triggers, rules, row security or another shape: use SQL instead
 };
 
@@ -80,10 +81,13 @@ bool citus_table(Oid relid);
 // INSERT ... ON CONFLICT (primary key) DO NOTHING of one row (values and nulls in the shape's
 // column order). Like the statement, it waits for a transaction that is inserting or changing
 // the key's row and then decides on the committed outcome; when the key has a row it calls read
-// (when given) with that row's latest committed version. caller names the SQL function in errors
-// (25006 in a read-only transaction or during recovery).
+// (when given) with that row's latest committed version. nowait: instead of waiting for such a
+// transaction, Busy while it is still in progress (read is not called); only another insert of
+// the same key that is between its heap tuple and its index entries is waited for, as briefly
+// as that takes. caller names the SQL function in errors (25006 in a read-only transaction or
+// during recovery).
 InsertResult insert(Table *t, const char *caller, const Datum *values, const bool *nulls,
-                    ConflictReader read, void *read_arg);
+                    ConflictReader read, void *read_arg, bool nowait = false);
 
 // True when another transaction is inserting, changing or deleting the row of key (the primary
 // key's values in index column order) right now, found without waiting for it; false when the

@@ -90,8 +90,10 @@ const char *status_text(idem::Status s) {
     return "failed";
 }
 
-// INSERT ... ON CONFLICT DO NOTHING that does not wait for an uncommitted duplicate: it runs in
-// a subtransaction with lock_timeout = 1 ms and reports *busy when the lock wait timed out.
+// INSERT ... ON CONFLICT DO NOTHING that does not wait for an uncommitted duplicate (wait => false
+// on the SQL path; the direct path asks the access methods instead, direct::insert's nowait): it
+// runs in a subtransaction with lock_timeout = 1 ms and reports *busy when the lock wait timed
+// out.
 uint64 insert_nowait(Datum *values, const char *nulls, bool *busy) {
     MemoryContext cxt = CurrentMemoryContext;
     ResourceOwner owner = CurrentResourceOwner;
@@ -201,8 +203,8 @@ void claim_args(FunctionCallInfo fcinfo, Claim *c) {
         n = true;
     c->outer = CurrentMemoryContext;
     c->snapshot_xact = IsolationUsesXactSnapshot();
-    // wait => false keeps the SPI insert: it needs a subtransaction with a lock timeout.
-    c->direct = c->wait && idem::settings::direct_access_on();
+    // wait => false too: the direct insert answers Busy instead of waiting (insert_direct).
+    c->direct = idem::settings::direct_access_on();
 }
 
 // How a step of a round ended.
@@ -247,19 +249,26 @@ idem::RecordState record_state(const idem::pg::StoredRecord &rec) {
     return st;
 }
 
-// The insert through the access methods: Done (claimed), Found (READ COMMITTED: the insert
-// waited for any transaction that was inserting or changing the record and read its latest
-// committed version), or Next (decide through SQL).
-Step insert_direct(Claim *c, idem::pg::StoredRecord *rec, bool *inserted) {
+// The insert through the access methods: Next with *inserted (claimed), Found (READ COMMITTED:
+// the insert waited for any transaction that was inserting or changing the record and read its
+// latest committed version), Next with *busy (wait => false: another transaction is inserting
+// or changing the record right now; nothing was waited for nor read), or Next (decide through
+// SQL).
+Step insert_direct(Claim *c, idem::pg::StoredRecord *rec, bool *inserted, bool *busy) {
     idem::pg::NewRecord nr{c->keyv[0],      c->keyv[1], c->fp_null,
                            c->fingerprint,  c->now,     c->times.lease_expires,
                            c->times.expires};
-    switch (idem::pg::insert_new(nr, !c->snapshot_xact, c->outer, rec)) {
+    switch (idem::pg::insert_new(nr, !c->snapshot_xact, !c->wait, c->outer, rec)) {
     case idem::pg::InsertResult::Inserted:
         *inserted = true;
         return Step::Next;
     case idem::pg::InsertResult::Read:
         return Step::Found;
+    case idem::pg::InsertResult::Busy:
+        // As the SQL path's busy insert (insert_sql): read_existing and decide answer from the
+        // committed version, if any, or in_progress with nothing known.
+        *busy = true;
+        return Step::Next;
     case idem::pg::InsertResult::Exists:
         // Only without a reader: REPEATABLE READ / SERIALIZABLE decide through SQL below (40001
         // when the record is newer than the transaction's snapshot, FOR KEY SHARE).
@@ -275,6 +284,8 @@ Step insert_direct(Claim *c, idem::pg::StoredRecord *rec, bool *inserted) {
 }
 
 // The saved INSERT ... ON CONFLICT DO NOTHING; *busy when it would have waited (wait => false).
+// The SQL path (idempotency.direct_access off, a table the direct path steps aside from), and
+// under REPEATABLE READ / SERIALIZABLE the insert after the direct one found a committed record.
 bool insert_sql(Claim *c, bool *busy) {
     need_spi(&c->spi);
     saved_plan(&plan_insert, SQL_INSERT, 6, INSERT_TYPES);
@@ -287,8 +298,9 @@ bool insert_sql(Claim *c, bool *busy) {
     char ins_nulls[6] = {' ', ' ', c->fp_null ? 'n' : ' ', ' ', ' ', ' '};
     if (c->wait)
         return exec(plan_insert, ins, ins_nulls, false, 0) == 1;
-    // wait => false: a record another transaction holds is busy without even the insert's 1 ms
-    // lock wait (which a loaded server may stretch); one taken after this look still times out.
+    // wait => false by SQL: a record another transaction holds is busy without even the
+    // insert's 1 ms lock wait (which a loaded server may stretch); one taken after this look
+    // still times out.
     if (record_held(c->keyv[0], c->keyv[1])) {
         *busy = true;
         return false;
@@ -329,6 +341,8 @@ Step read_existing(Claim *c, bool busy, idem::pg::StoredRecord *rec) {
         // or an in_progress with the owner's attempt and lease; anything else (no committed
         // row, a takeover that would have to wait) is in_progress with nothing known.
         // REPEATABLE READ / SERIALIZABLE answer that at once.
+        if (!c->snapshot_xact)
+            need_spi(&c->spi); // the direct insert that said Busy did not enter it
         if (c->snapshot_xact || exec(plan_get(), c->keyv, nullptr, false, 1) == 0) {
             c->res.outcome = "in_progress";
             return Step::Done;
@@ -425,10 +439,10 @@ Step decide(Claim *c, const idem::pg::StoredRecord &rec, bool busy) {
 Step claim_round(Claim *c) {
     bool inserted = false, busy = false;
     idem::pg::StoredRecord rec;
-    Step s = c->direct ? insert_direct(c, &rec, &inserted) : Step::Next;
+    Step s = c->direct ? insert_direct(c, &rec, &inserted, &busy) : Step::Next;
     if (s == Step::Again)
         return s;
-    if (s == Step::Next && !inserted)
+    if (s == Step::Next && !inserted && !busy)
         inserted = insert_sql(c, &busy);
     if (inserted) {
         claimed(c);

@@ -174,7 +174,8 @@ direct::UpdateResult finish_direct(Datum scope, Datum key, int32 attempt, const 
 }
 
 // (records_direct.hpp) INSERT ... ON CONFLICT (scope, key) DO NOTHING of a new record.
-InsertResult insert_new(const NewRecord &rec, bool read, MemoryContext cxt, StoredRecord *out) {
+InsertResult insert_new(const NewRecord &rec, bool read, bool nowait, MemoryContext cxt,
+                        StoredRecord *out) {
     Datum v[A_COUNT] = {};
     bool n[A_COUNT];
     for (bool &b : n)
@@ -195,7 +196,8 @@ InsertResult insert_new(const NewRecord &rec, bool read, MemoryContext cxt, Stor
     set(A_LEASE_EXPIRES, TimestampTzGetDatum(rec.lease_expires_at));
     set(A_EXPIRES, TimestampTzGetDatum(rec.expires_at));
     ReadArgs args{cxt, out};
-    return direct::insert(&records, "idem_claim", v, n, read ? read_conflict : nullptr, &args);
+    return direct::insert(&records, "idem_claim", v, n, read ? read_conflict : nullptr, &args,
+                          nowait);
 }
 
 // (records_direct.hpp) The primary key (scope, key) looked up without waiting.

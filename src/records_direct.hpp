@@ -56,11 +56,15 @@ using direct::InsertResult;
 // transaction that is inserting or changing the key's record and then decides on the committed
 // outcome. When the key exists and read is true (READ COMMITTED), reads the record's latest
 // committed version into *out, varlena values copied into cxt: Read; with read false, Exists.
-// Raises 25006 in a read-only transaction or during recovery.
-InsertResult insert_new(const NewRecord &rec, bool read, MemoryContext cxt, StoredRecord *out);
+// nowait (idem_claim's wait => false): Busy, without waiting and without reading, while another
+// transaction is inserting or changing the key's record. Raises 25006 in a read-only
+// transaction or during recovery.
+InsertResult insert_new(const NewRecord &rec, bool read, bool nowait, MemoryContext cxt,
+                        StoredRecord *out);
 
 // True when another transaction is inserting or changing the record of (scope, key) now, found
-// without waiting (idem_claim's wait => false); false when it cannot tell (see held_elsewhere).
+// without waiting (idem_claim's wait => false on the SQL path); false when it cannot tell (see
+// held_elsewhere).
 bool record_held(Datum scope, Datum key);
 
 // UPDATE of idem_complete / idem_fail: (scope, key)'s record, when it is processing under
