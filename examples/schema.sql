@@ -32,6 +32,21 @@ CREATE TABLE IF NOT EXISTS webhook_events (
     received_at timestamptz NOT NULL DEFAULT now()
 );
 
+-- IDEMPOTENCY=manual (bench/http.sh's yardstick): the exactly-once record of POST /v1/payments
+-- written by hand, without the extension, as a careful user would: one row per scope (the
+-- principal and the operation, as the packages' scope) and key, claimed by INSERT ... ON CONFLICT
+-- DO NOTHING in the request's transaction, the answer stored by UPDATE before COMMIT.
+-- fingerprint: SHA-256 of the raw body, computed by the service. No expiry, no lease, no fencing.
+CREATE TABLE IF NOT EXISTS manual_keys (
+    scope       text NOT NULL,
+    key         text NOT NULL,
+    fingerprint bytea NOT NULL,
+    status      integer,
+    body        bytea,
+    headers     jsonb,
+    PRIMARY KEY (scope, key)
+);
+
 -- Single-transaction mode of POST /v1/payments as one server-side function (the Python service
 -- calls it; examples/README.md): the claim, the payment only when claimed, the stored
 -- answer, all in the caller's transaction (autocommit: the call is a transaction by itself). One

@@ -2,11 +2,9 @@ package idempotency
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"strings"
@@ -14,10 +12,11 @@ import (
 	"github.com/jackc/pgconn"
 )
 
-// answer is a response to send: a stored one (idem_http_answer), a problem, or the handler's own.
+// answer is a response to send: one of the database's (status, headers, body as given) or the
+// handler's own (all its headers).
 type answer struct {
-	status  *int
-	headers map[string]string // idem_http_answer's, or a problem's
+	status  *int              // nil: the IK003 row of the map, which has no answer of its own
+	headers map[string]string // the database's
 	all     http.Header       // the handler's, sent as they are
 	body    []byte
 }
@@ -34,75 +33,41 @@ func (a *answer) write(w http.ResponseWriter) {
 	w.Write(a.body)
 }
 
-// problem is an RFC 9457 problem answer.
-func problem(status int, title string) *answer {
-	body, _ := json.Marshal(map[string]interface{}{"type": "about:blank", "title": title, "status": status})
-	return &answer{status: &status, headers: map[string]string{"Content-Type": "application/problem+json"}, body: body}
+func parseHeaders(text string) (map[string]string, error) {
+	h := map[string]string{}
+	return h, json.Unmarshal([]byte(text), &h)
 }
 
-func retryLater(a *answer) *answer {
-	a.headers["Retry-After"] = "1"
-	return a
-}
-
-// badRequest are the SQLSTATEs of a malformed key or body: 400, nothing stored.
-var badRequest = map[string]bool{"22004": true, "22023": true, "22001": true, "22P02": true,
-	"22021": true, "22003": true, "54001": true}
-
-// answer is a when err is nil, else the answer of err (the table in docs/records.md).
-func (s *state) answer(ctx context.Context, a *answer, err error) *answer {
-	if err == nil {
-		return a
-	}
-	var pe *pgconn.PgError
-	errors.As(err, &pe)
-	switch code := sqlstate(err); {
-	case code == "IK003": // another attempt finished first: what it stored
-		var st answer
-		e := s.m.pool.QueryRow(ctx, "SELECT status, headers, body FROM idempotency.idem_http_answer($1, $2)",
-			s.Scope, s.Key).Scan(&st.status, &st.headers, &st.body)
-		if e == nil && st.status != nil {
-			return &st
-		}
-		return retryLater(problem(409, "this Idempotency-Key was finished by another attempt"))
-	case code == "IK002": // fenced: nothing of this attempt is sent
-		return retryLater(problem(409, "superseded by another attempt of this Idempotency-Key"))
-	case badRequest[code]:
-		return problem(400, pe.Message)
-	case Retryable(err):
-		return retryLater(problem(503, "temporarily unavailable"))
-	}
-	log.Printf("idempotency: scope %s: %v", s.Scope, err)
-	return problem(500, "internal error")
-}
-
-func sqlstate(err error) string {
+// sqlstate is the error's SQLSTATE: the server's code, "08" (connection exception) for a
+// connection that failed without one, "" for any other error.
+func sqlstate(err error, conn *pgconn.PgConn) string {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		return pe.Code
 	}
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		pgconn.SafeToRetry(err) || (conn != nil && conn.IsClosed()) {
+		return "08"
+	}
 	return ""
 }
 
-// Retryable is the rule for errors: a retry with the same key is answered correctly whatever
-// happened (fenced, serialization failure, deadlock, read-only or shutting-down server, lost
-// connection); the client is told so (409 or 503 with Retry-After), never retried silently.
-func Retryable(err error) bool {
-	if code := sqlstate(err); code != "" {
-		return code == "IK002" || code == "40001" || code == "40P01" || code == "25006" ||
-			strings.HasPrefix(code, "08") || strings.HasPrefix(code, "57P")
+// mapped is the row of idem_http_errors for an SQLSTATE: the code's, else its class's, else the
+// row whose sqlstate is NULL.
+func (m *Middleware) mapped(code string) (a *answer, key string) {
+	if a := m.errors[code]; a != nil && code != "" {
+		return a, code
 	}
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		pgconn.SafeToRetry(err)
+	if len(code) >= 2 {
+		if a := m.errors[code[:2]]; a != nil {
+			return a, code[:2]
+		}
+	}
+	return m.errors[""], ""
 }
 
-// retryableStatus: an answer of the handler that is not stored, so that a retry runs it again.
-func retryableStatus(status int) bool {
-	return status >= 500 || status == 408 || status == 409 || status == 425 || status == 429
-}
-
-// recorder captures the handler's response; nothing reaches the client before it is stored.
+// recorder captures the handler's response; nothing reaches the client before idem_http_end.
 type recorder struct {
 	header http.Header
 	status int
@@ -132,13 +97,13 @@ func (r *recorder) answer() *answer {
 	return &answer{status: &status, all: r.header, body: r.body.Bytes()}
 }
 
-// stored are the allow-listed headers, stored with the response and replayed.
-func (r *recorder) stored(names []string) map[string]string {
-	m := map[string]string{}
-	for _, name := range names {
-		if v := r.header.Values(name); len(v) > 0 {
-			m[http.CanonicalHeaderKey(name)] = strings.Join(v, ", ")
-		}
+// headersJSON are all the handler's headers as idem_http_end takes them: a JSON object, the
+// values of a repeated header joined with ", ".
+func (r *recorder) headersJSON() []byte {
+	m := make(map[string]string, len(r.header))
+	for name, values := range r.header {
+		m[name] = strings.Join(values, ", ")
 	}
-	return m
+	j, _ := json.Marshal(m)
+	return j
 }

@@ -1,4 +1,4 @@
-module idempotency/clients/go
+module github.com/idempotency-pg/idempotency/clients/go
 
 go 1.19
 

@@ -1,15 +1,17 @@
-// Package idempotency is net/http middleware for the idempotency PostgreSQL extension, on pgx v4:
-// it claims the request's Idempotency-Key, runs the handler once per key, stores the handler's own
-// response (status, allow-listed headers, exact body bytes) and replays it to every retry.
-// README.md in this directory shows the five lines of a route, the options and the rules.
+// Package idempotency is net/http middleware for the idempotency PostgreSQL extension, on pgx v4.
+// It calls the extension's HTTP contract (idem_http_begin, idem_http_end, idem_http_release and
+// the error map idem_http_errors; docs/records.md "The HTTP contract") and decides none of it:
+// what is stored, what is replayed and how an error is answered are the database's answers.
+// README.md in this directory shows a route, the options and the grants.
 package idempotency
 
 import (
-	"bytes"
 	"context"
-	"io"
+	"errors"
+	"fmt"
+	"log"
 	"net/http"
-	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v4"
@@ -18,87 +20,249 @@ import (
 
 // Modes of Options.Mode.
 const (
-	Single   = "single"    // claim, handler's writes and idem_complete in one transaction
-	TwoPhase = "two-phase" // the claim commits with a lease; the handler runs outside it
+	Single   = "single"    // begin, the handler's writes, end and COMMIT in one transaction
+	TwoPhase = "two-phase" // begin commits with a lease; the handler runs outside a transaction
+	Off      = "off"       // a plain transaction around the handler, nothing claimed (kill switch)
 )
 
-// Options configure one middleware: one scope, one mode.
+// Options configure a Middleware. Principal or SharedKeySpace is required.
 type Options struct {
-	Scope     string        // the records' scope (required)
-	Mode      string        // Single (default) or TwoPhase
-	Lease     time.Duration // TwoPhase: the claim's lease (default 30 s)
-	TTL       time.Duration // how long the record lives (0: the extension's default)
-	Heartbeat time.Duration // TwoPhase: idem_heartbeat every Heartbeat (default Lease / 3)
-	Headers   []string      // response headers stored and replayed (default Content-Type, Location)
-	// Fingerprint returns the JSON bytes hashed by idempotency.idem_fingerprint(bytea) (default: the body).
-	Fingerprint func(r *http.Request, body []byte) []byte
+	// Principal returns who sent the request (e.g. the authenticated user's id): keys are kept
+	// per principal and operation. "" means none: idem_http_begin answers 403.
+	Principal func(r *http.Request) string
+	// SharedKeySpace: every principal shares one key space per operation. Explicit, instead of
+	// Principal: a key sent by one user is then replayed to another.
+	SharedKeySpace bool
+	Mode           string        // Single (default), TwoPhase or Off
+	Lease          time.Duration // the claim's lease (TwoPhase default 30 s; Single: the extension's)
+	TTL            time.Duration // how long a record lives (default: the extension's default_ttl)
+	Heartbeat      time.Duration // TwoPhase: idem_heartbeat every Heartbeat (default Lease / 3)
+	// Headers are the response headers stored and replayed (default Content-Type, Location).
+	Headers []string
+	// ErrorLog receives handler panics and unexpected errors (default: the log package's logger).
+	ErrorLog *log.Logger
 }
 
-// Claim is what idem_claim said of the request's key.
+// Claim is what idem_http_begin said of a request whose handler runs.
 type Claim struct {
-	Scope, Key string // Key as idem_key_from_header parsed the header
+	Scope, Key string // the record's scope (principal and operation) and the parsed key
 	Attempt    int    // the fencing token
-	Reclaimed  bool   // TwoPhase: an earlier attempt's lease ended; reconcile before acting
+	Reclaimed  bool   // an earlier attempt's lease ran out: its effect is unknown; reconcile
 }
 
-type middleware struct {
-	pool     *pgxpool.Pool
-	o        Options
-	claimSQL string
-	args     []interface{} // the claim's arguments after scope, header and fingerprint
+// Middleware is one configuration over one pool; Handle wraps each route with it.
+type Middleware struct {
+	pool      *pgxpool.Pool
+	o         Options
+	lease     interface{} // the lease argument of idem_http_begin: nil (the extension's) or a duration
+	ttl       interface{}
+	errors    map[string]*answer // idem_http_errors by sqlstate; "" is the row whose sqlstate is NULL
+	retryable map[string]bool
 }
 
-// New returns the middleware of one scope over pool. The pool's statements must be unnamed
-// behind PgBouncer before 1.21 (statement_cache_mode=describe); nothing depends on the session.
-func New(pool *pgxpool.Pool, o Options) func(http.Handler) http.Handler {
-	m := &middleware{pool: pool, o: o}
-	if m.o.Mode == "" {
-		m.o.Mode = Single
+// New checks o and the database and returns the middleware. The check runs on the pool: it loads
+// the error map (idem_http_errors) and verifies the role's EXECUTE privileges, so that a
+// database, extension or grant that does not work is an error here, not a 500 per request.
+// Durations under one second are refused as a likely unit mistake (TTL: 86400 is 86 µs).
+func New(ctx context.Context, pool *pgxpool.Pool, o Options) (*Middleware, error) {
+	if err := o.check(); err != nil {
+		return nil, err
 	}
-	if m.o.Headers == nil {
-		m.o.Headers = []string{"Content-Type", "Location"}
+	if pool == nil {
+		return nil, errors.New("idempotency: New needs a pgxpool.Pool")
 	}
-	claim := "idempotency.idem_claim($1, idempotency.idem_key_from_header($2), idempotency.idem_fingerprint($3::bytea)"
+	m := &Middleware{pool: pool, o: o}
+	if o.Lease > 0 {
+		m.lease = o.Lease
+	}
+	if o.TTL > 0 {
+		m.ttl = o.TTL
+	}
+	if err := m.load(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// check validates the options and fills in their defaults.
+func (o *Options) check() error {
+	switch o.Mode {
+	case "":
+		o.Mode = Single
+	case Single, TwoPhase, Off:
+	default:
+		return fmt.Errorf("idempotency: unknown Mode %q (idempotency.Single, TwoPhase or Off)", o.Mode)
+	}
+	if o.Principal == nil && !o.SharedKeySpace {
+		return errors.New("idempotency: Options.Principal is required (the user a key belongs to); " +
+			"SharedKeySpace: true makes every principal share one key space")
+	}
+	if o.Principal != nil && o.SharedKeySpace {
+		return errors.New("idempotency: Options.Principal and SharedKeySpace exclude each other")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"Lease", o.Lease}, {"TTL", o.TTL}, {"Heartbeat", o.Heartbeat}} {
+		if d.v < 0 || (d.v > 0 && d.v < time.Second && d.name != "Heartbeat") {
+			return fmt.Errorf("idempotency: Options.%s is %v: a time.Duration of at least one second "+
+				"(e.g. 30 * time.Second), or 0 for the default", d.name, d.v)
+		}
+	}
+	if o.Mode == TwoPhase && o.Lease == 0 {
+		o.Lease = 30 * time.Second
+	}
+	if o.TTL > 0 && o.Lease > 0 && o.TTL < o.Lease {
+		return fmt.Errorf("idempotency: Options.TTL %v is shorter than the lease %v: the record would "+
+			"expire while its owner holds it", o.TTL, o.Lease)
+	}
+	if o.Mode != TwoPhase && o.Heartbeat != 0 {
+		return errors.New("idempotency: Options.Heartbeat is for Mode TwoPhase")
+	} else if o.Heartbeat == 0 {
+		o.Heartbeat = o.Lease / 3
+	} else if o.Heartbeat >= o.Lease {
+		return fmt.Errorf("idempotency: Options.Heartbeat %v must be shorter than the lease %v", o.Heartbeat, o.Lease)
+	}
+	if o.Headers == nil {
+		o.Headers = []string{"Content-Type", "Location"}
+	}
+	if o.ErrorLog == nil {
+		o.ErrorLog = log.Default()
+	}
+	return nil
+}
+
+// The functions the middleware calls, directly or through idem_http_begin, idem_http_end and
+// idem_http_release (SECURITY INVOKER: the caller needs EXECUTE on what they call).
+var privileges = []string{
+	"idempotency.idem_http_begin(text,text,text,bytea,interval,interval,boolean)",
+	"idempotency.idem_http_end(text,text,integer,integer,jsonb,bytea,text,text[])",
+	"idempotency.idem_http_release(text,text,integer)",
+	"idempotency.idem_http_answer(text,text)",
+	"idempotency.idem_claim(text,text,bytea,interval,interval,boolean)",
+	"idempotency.idem_complete(text,text,integer,text,jsonb,integer,bytea,jsonb)",
+	"idempotency.idem_fail(text,text,integer,boolean,jsonb,integer,bytea,jsonb)",
+	"idempotency.idem_lookup(text,text)",
+}
+
+const heartbeatFunction = "idempotency.idem_heartbeat(text,text,integer,interval)"
+
+// load reads the error map and checks the privileges and the lease against the TTL, in one
+// round trip.
+func (m *Middleware) load(ctx context.Context) error {
+	need := privileges
 	if m.o.Mode == TwoPhase {
-		if m.o.Lease <= 0 {
-			m.o.Lease = 30 * time.Second
+		need = append(need[:len(need):len(need)], heartbeatFunction)
+	}
+	b := &pgx.Batch{}
+	b.Queue("SELECT sqlstate, status, headers::text, body, retryable FROM idempotency.idem_http_errors()")
+	b.Queue(`SELECT pg_catalog.has_schema_privilege('idempotency', 'USAGE'),
+		ARRAY(SELECT f FROM pg_catalog.unnest($1::text[]) f WHERE NOT pg_catalog.has_function_privilege(f, 'EXECUTE')),
+		extract(epoch FROM pg_catalog.current_setting('idempotency.default_lease', true)::interval)::float8,
+		extract(epoch FROM pg_catalog.current_setting('idempotency.default_ttl', true)::interval)::float8`, need)
+	br := m.pool.SendBatch(ctx, b)
+	defer br.Close()
+	rows, err := br.Query()
+	if err != nil {
+		return fmt.Errorf("idempotency: the start check (idempotency.idem_http_errors()) failed: %w", err)
+	}
+	m.errors, m.retryable = map[string]*answer{}, map[string]bool{}
+	for rows.Next() {
+		var code, headers *string
+		var status *int32
+		var body []byte
+		var retryable bool
+		if err = rows.Scan(&code, &status, &headers, &body, &retryable); err != nil {
+			break
 		}
-		if m.o.Heartbeat <= 0 {
-			m.o.Heartbeat = m.o.Lease / 3
+		a := &answer{body: body}
+		if status != nil {
+			s := int(*status)
+			a.status = &s
 		}
-		m.args = append(m.args, m.o.Lease)
-		claim += ", lease => $4::interval"
+		if headers != nil {
+			if a.headers, err = parseHeaders(*headers); err != nil {
+				break
+			}
+		}
+		key := ""
+		if code != nil {
+			key = *code
+		}
+		m.errors[key], m.retryable[key] = a, retryable
 	}
-	if m.o.TTL > 0 {
-		m.args = append(m.args, m.o.TTL)
-		claim += ", ttl => $" + strconv.Itoa(3+len(m.args)) + "::interval"
+	rows.Close()
+	if err == nil {
+		err = rows.Err()
 	}
-	m.claimSQL = "SELECT idempotency.idem_key_from_header($2), c.outcome, coalesce(c.attempt, 0), c.resource_id, " +
-		"c.response::text, c.response_status, c.lease_expires_at, c.expires_at, c.response_body, " +
-		"c.response_headers::text FROM " + claim + ") c"
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
+	if err == nil && m.errors[""] == nil {
+		err = errors.New("the map has no row for other errors (sqlstate NULL)")
 	}
+	if err != nil {
+		return fmt.Errorf("idempotency: the start check (idempotency.idem_http_errors()) failed: %w", err)
+	}
+	var usage bool
+	var missing []string
+	var defaultLease, defaultTTL *float64
+	if err = br.QueryRow().Scan(&usage, &missing, &defaultLease, &defaultTTL); err != nil {
+		return fmt.Errorf("idempotency: the start check of the privileges failed: %w", err)
+	}
+	if !usage || len(missing) > 0 {
+		return fmt.Errorf("idempotency: the pool's role lacks privileges: usage on schema idempotency: %v; "+
+			"EXECUTE on: %s (clients/go/README.md lists the GRANTs)", usage, strings.Join(missing, ", "))
+	}
+	lease, ttl := m.o.Lease, m.o.TTL
+	if lease == 0 && defaultLease != nil {
+		lease = time.Duration(*defaultLease * float64(time.Second))
+	}
+	if ttl == 0 && defaultTTL != nil {
+		ttl = time.Duration(*defaultTTL * float64(time.Second))
+	}
+	if m.o.Mode != Off && ttl > 0 && lease > 0 && ttl < lease {
+		return fmt.Errorf("idempotency: the TTL %v (Options.TTL or idempotency.default_ttl) is shorter than "+
+			"the lease %v (Options.Lease or idempotency.default_lease): every claim would fail", ttl, lease)
+	}
+	return nil
+}
+
+// Handle returns h wrapped for the route registered with the template route. The request's
+// operation (with the principal, the scope of its keys) is route when it names a method
+// ("POST /v1/payments/{id}"), else the request's method, a space and route ("/v1/payments/{id}").
+// Pass the template, not the concrete path: Go 1.19's ServeMux knows no templates, so the
+// middleware cannot read it from the request. Handle panics on an empty route, as
+// http.ServeMux.Handle does on an invalid pattern.
+func (m *Middleware) Handle(route string, h http.Handler) http.Handler {
+	if strings.TrimSpace(route) == "" {
+		panic("idempotency: Handle needs the route's template, e.g. \"POST /v1/payments/{id}\"")
+	}
+	if h == nil {
+		panic("idempotency: Handle needs a handler")
+	}
+	withMethod := !strings.HasPrefix(route, "/")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		op := route
+		if !withMethod {
+			op = r.Method + " " + route
+		}
+		m.serve(w, r, op, h)
+	})
+}
+
+// HandleFunc is Handle for a function.
+func (m *Middleware) HandleFunc(route string, f func(http.ResponseWriter, *http.Request)) http.Handler {
+	return m.Handle(route, http.HandlerFunc(f))
 }
 
 type ctxKey struct{}
-
-// state is one request's: its claim, its transaction, the resource id to store.
-type state struct {
-	Claim
-	m        *middleware
-	conn     *pgxpool.Conn // the transaction's connection, while it is open
-	resource *string
-}
 
 func from(ctx context.Context) *state {
 	s, _ := ctx.Value(ctxKey{}).(*state)
 	return s
 }
 
-// Tx is the request's transaction (Single mode: the claim's, where idem_complete will commit the
-// handler's writes; TwoPhase: the one Begin opened), nil outside the middleware. The middleware
-// commits or rolls it back: its Commit and Rollback refuse; Begin makes a savepoint.
+// Tx is the request's transaction (Single and Off modes: the one begun with the request;
+// TwoPhase: the one Begin opened), nil outside the middleware. The middleware ends it: its Commit
+// and Rollback return ErrOwned and do nothing; Begin makes a savepoint.
 func Tx(ctx context.Context) pgx.Tx {
 	if s := from(ctx); s != nil && s.conn != nil {
 		return &tx{conn: s.conn.Conn()}
@@ -107,216 +271,48 @@ func Tx(ctx context.Context) pgx.Tx {
 }
 
 // Begin returns the request's transaction, opening it in TwoPhase mode: the final one, in which
-// the handler's last writes commit together with idem_complete.
+// the handler's writes commit together with idem_http_end.
 func Begin(ctx context.Context) (pgx.Tx, error) {
 	s := from(ctx)
-	if s == nil || s.conn != nil {
-		return Tx(ctx), nil
+	if s == nil {
+		return nil, errors.New("idempotency: Begin outside a handler of the middleware")
 	}
-	conn, err := s.m.pool.Acquire(ctx)
-	if err == nil {
+	if s.conn == nil {
+		conn, err := s.m.pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
 		if _, err = conn.Exec(ctx, "BEGIN"); err != nil {
 			conn.Release()
 			return nil, err
 		}
 		s.conn = conn
 	}
-	return Tx(ctx), err
+	return Tx(ctx), nil
 }
 
-// ClaimOf returns the request's claim (the zero Claim outside the middleware).
+// ClaimOf returns the request's claim (the zero Claim outside the middleware and in Off mode).
 func ClaimOf(ctx context.Context) Claim {
 	if s := from(ctx); s != nil {
-		return s.Claim
+		return s.claim
 	}
 	return Claim{}
 }
 
-// SetResource sets the resource_id stored with the response (e.g. the new payment's id).
+// SetResource sets the resource_id stored with the answer (default: the last path segment of
+// the Location header, as idem_http_end derives it).
 func SetResource(ctx context.Context, id string) {
 	if s := from(ctx); s != nil {
 		s.resource = &id
 	}
 }
 
-func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	header, ok := r.Header["Idempotency-Key"]
-	if !ok {
-		problem(400, "Idempotency-Key header required").write(w)
-		return
+// Fail makes err the request's answer instead of what the handler writes: the answer
+// idem_http_errors maps err to (a serialization failure: 503 with Retry-After; an error that is
+// no database error: 500), after the transaction rolled back and the key was released. The
+// handler should return after it. A panic in the handler does the same.
+func Fail(ctx context.Context, err error) {
+	if s := from(ctx); s != nil && err != nil && s.err == nil {
+		s.err = err
 	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		problem(400, "the request body could not be read").write(w)
-		return
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	if m.o.Fingerprint != nil {
-		body = m.o.Fingerprint(r, body)
-	}
-	s := &state{Claim: Claim{Scope: m.o.Scope}, m: m}
-	ctx := detached{r.Context()}
-	if a, err := s.claim(ctx, header[0], body); a != nil || err != nil {
-		s.end(ctx, "ROLLBACK")
-		s.answer(ctx, a, err).write(w)
-		return
-	}
-	rec := &recorder{header: http.Header{}}
-	defer func() { // a panicking handler: nothing stored, the panic goes on to net/http
-		if p := recover(); p != nil {
-			s.abort(context.Background())
-			panic(p)
-		}
-	}()
-	hctx, cancel := context.WithCancel(context.WithValue(r.Context(), ctxKey{}, s))
-	stop := s.heartbeat(hctx, cancel)
-	next.ServeHTTP(rec, r.WithContext(hctx))
-	stop()
-	cancel()
-	a, err := s.finish(ctx, rec)
-	s.answer(ctx, a, err).write(w)
-}
-
-// claim runs idem_claim alone: planned on every call (no prepared statements behind PgBouncer),
-// its join with idem_http_answer cost as much again (bench/RESULTS.md). An outcome not to run
-// asks idem_http_answer with the claim's row. Single mode: BEGIN and the claim in one round trip.
-func (s *state) claim(ctx context.Context, header string, fp []byte) (*answer, error) {
-	args := append([]interface{}{s.Scope, header, fp}, s.m.args...)
-	var row []interface{}
-	var err error
-	if s.m.o.Mode == TwoPhase {
-		row, err = values(s.m.pool.Query(ctx, s.m.claimSQL, args...))
-	} else if s.conn, err = s.m.pool.Acquire(ctx); err == nil {
-		b := &pgx.Batch{}
-		b.Queue("BEGIN")
-		b.Queue(s.m.claimSQL, args...)
-		br := s.conn.SendBatch(ctx, b)
-		if _, err = br.Exec(); err == nil {
-			row, err = values(br.Query())
-		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	s.Key, s.Attempt, s.Reclaimed = row[0].(string), int(row[2].(int32)), row[1] == "reclaimed"
-	if row[1] == "claimed" || s.Reclaimed {
-		return nil, nil
-	}
-	var a answer
-	q := pgx.Row(nil)
-	if s.conn != nil { // the request's own connection: a pool of N serves N replays at once
-		q = s.conn.QueryRow(ctx, answerSQL, row[1:]...)
-	} else {
-		q = s.m.pool.QueryRow(ctx, answerSQL, row[1:]...)
-	}
-	return &a, q.Scan(&a.status, &a.headers, &a.body)
-}
-
-const answerSQL = `SELECT status, headers, body FROM idempotency.idem_http_answer(ROW($1::text, $2::int, $3::text,
-	$4::jsonb, $5::int, $6::timestamptz, $7::timestamptz, $8::bytea, $9::jsonb)::idempotency.idem_claim_result)`
-
-// values is the one row of a query.
-func values(rows pgx.Rows, err error) ([]interface{}, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err = rows.Err(); err == nil {
-			err = pgx.ErrNoRows
-		}
-		return nil, err
-	}
-	return rows.Values()
-}
-
-// detached is the request's context without its cancellation: the middleware's statements end
-// even when the client leaves, and pgx watches no context for them (a goroutine per statement).
-type detached struct{ context.Context }
-
-func (detached) Done() <-chan struct{}       { return nil }
-func (detached) Err() error                  { return nil }
-func (detached) Deadline() (time.Time, bool) { return time.Time{}, false }
-
-// heartbeat extends a TwoPhase lease every Heartbeat while the handler runs; fenced (IK002) or
-// finished, it cancels the handler's context. stop ends it.
-func (s *state) heartbeat(ctx context.Context, cancel func()) (stop func()) {
-	if s.m.o.Mode != TwoPhase {
-		return func() {}
-	}
-	t := time.NewTicker(s.m.o.Heartbeat)
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_, err := s.m.pool.Exec(ctx, "SELECT idempotency.idem_heartbeat($1, $2, $3, $4::interval)",
-					s.Scope, s.Key, s.Attempt, s.m.o.Lease)
-				if sqlstate(err) == "IK002" || sqlstate(err) == "IK003" {
-					cancel()
-				}
-			}
-		}
-	}()
-	return func() { t.Stop(); close(done) }
-}
-
-// finish stores the handler's answer: 2xx and 3xx with idem_complete, a final 4xx with
-// idempotency.idem_fail(retryable => false); with the request's transaction, the statement and COMMIT go in
-// one round trip. A retryable answer (5xx, 408, 409, 425, 429) stores nothing.
-func (s *state) finish(ctx context.Context, rec *recorder) (*answer, error) {
-	a := rec.answer()
-	if retryableStatus(*a.status) {
-		s.abort(ctx)
-		return a, nil
-	}
-	stored := rec.stored(s.m.o.Headers)
-	sql := "SELECT idempotency.idem_complete($1, $2, $3, response_status => $4, response_body => $5, " +
-		"response_headers => $6, resource_id => $7)"
-	args := []interface{}{s.Scope, s.Key, s.Attempt, *a.status, a.body, stored, s.resource}
-	if *a.status >= 400 {
-		sql = "SELECT idempotency.idem_fail($1, $2, $3, false, response_status => $4, response_body => $5, " +
-			"response_headers => $6)"
-		args = args[:6]
-	}
-	if s.conn == nil {
-		_, err := s.m.pool.Exec(ctx, sql, args...)
-		return a, err
-	}
-	b := &pgx.Batch{}
-	b.Queue(sql, args...)
-	b.Queue("COMMIT")
-	br := s.conn.SendBatch(ctx, b)
-	_, err := br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	s.end(ctx, "ROLLBACK") // after an error: the COMMIT was not run
-	return a, err
-}
-
-// abort stores nothing of this attempt: its transaction rolls back, and a TwoPhase claim is
-// failed as retryable, so that the same key is claimed again.
-func (s *state) abort(ctx context.Context) {
-	s.end(ctx, "ROLLBACK")
-	if s.m.o.Mode == TwoPhase && s.Key != "" {
-		s.m.pool.Exec(ctx, "SELECT idempotency.idem_fail($1, $2, $3, true)", s.Scope, s.Key, s.Attempt)
-	}
-}
-
-// end releases the request's connection, after sql when a transaction is still open on it.
-func (s *state) end(ctx context.Context, sql string) {
-	if s.conn == nil {
-		return
-	}
-	if s.conn.Conn().PgConn().TxStatus() != 'I' {
-		s.conn.Exec(ctx, sql)
-	}
-	s.conn.Release()
-	s.conn = nil
 }

@@ -1,77 +1,104 @@
 package idempotency
 
 // Unit tests (go test -short: no database) and tests against PostgreSQL with the extension
-// (the libpq environment: PGHOST, PGPORT, PGUSER, PGDATABASE; test/stages/examples.sh clients:go).
+// (the libpq environment: PGHOST, PGPORT, PGUSER, PGDATABASE; clients/run-tests).
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgconn"
 	"github.com/jackc/pgx/v4"
 	"github.com/jackc/pgx/v4/pgxpool"
 )
 
-func TestRecorderStoresAllowListedHeadersAndExactBytes(t *testing.T) {
+var user = func(r *http.Request) string { return r.Header.Get("X-User") }
+
+func TestNewRefusesMisconfiguration(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{}, "Options.Principal is required"},
+		{Options{Principal: user, SharedKeySpace: true}, "exclude each other"},
+		{Options{Principal: user, Mode: "two_phase"}, `unknown Mode "two_phase"`},
+		{Options{Principal: user, TTL: 86400}, "Options.TTL is 86.4µs: a time.Duration of at least one second"},
+		{Options{Principal: user, Mode: TwoPhase, Lease: 30}, "Options.Lease is 30ns"},
+		{Options{Principal: user, Lease: -time.Second}, "Options.Lease is -1s"},
+		{Options{Principal: user, Mode: TwoPhase, TTL: 10 * time.Second}, "TTL 10s is shorter than the lease 30s"},
+		{Options{Principal: user, Heartbeat: time.Second}, "Heartbeat is for Mode TwoPhase"},
+		{Options{Principal: user, Mode: TwoPhase, Lease: 3 * time.Second, Heartbeat: 3 * time.Second}, "must be shorter"},
+		{Options{Principal: user}, "New needs a pgxpool.Pool"},
+	} {
+		m, err := New(ctx, nil, c.o)
+		if m != nil || err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want an error with %q", c.o, err, c.want)
+		}
+	}
+}
+
+func TestHandleNeedsATemplate(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Handle accepted an empty route")
+		}
+	}()
+	(&Middleware{}).Handle(" ", http.NotFoundHandler())
+}
+
+func TestRecorderAndHeaders(t *testing.T) {
 	rec := &recorder{header: http.Header{}}
 	rec.Header().Set("location", "/v1/things/1")
-	rec.Header().Set("X-Trace", "abc")
 	rec.Header().Add("Link", "<a>")
 	rec.Header().Add("Link", "<b>")
 	rec.WriteHeader(201)
 	rec.WriteHeader(500) // a second WriteHeader changes nothing, as in net/http
 	rec.Write([]byte("<html>x"))
 	a := rec.answer()
-	got := fmt.Sprint(*a.status, " ", string(a.body), " ", rec.stored([]string{"Location", "content-type", "link"}))
-	want := "201 <html>x map[Content-Type:text/html; charset=utf-8 Link:<a>, <b> Location:/v1/things/1]"
+	got := fmt.Sprint(*a.status, " ", string(a.body), " ", string(rec.headersJSON()))
+	want := `201 <html>x {"Content-Type":"text/html; charset=utf-8","Link":"\u003ca\u003e, \u003cb\u003e","Location":"/v1/things/1"}`
 	if got != want {
-		t.Fatalf("got %q, want %q", got, want)
+		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 }
 
-func TestRules(t *testing.T) {
+func TestMapLookup(t *testing.T) {
+	st := func(n int) *answer { return &answer{status: &n} }
+	m := &Middleware{errors: map[string]*answer{"40001": st(503), "08": st(504), "": st(500)}}
 	var got []string
-	for _, s := range []int{200, 201, 302, 400, 404, 408, 409, 422, 425, 429, 500, 503} {
-		got = append(got, fmt.Sprint(s, ":", retryableStatus(s)))
+	for _, code := range []string{"40001", "08006", "23505", ""} {
+		a, row := m.mapped(code)
+		got = append(got, fmt.Sprint(code, ">", row, ":", *a.status))
 	}
-	for _, code := range []string{"40001", "40P01", "25006", "08006", "57P01", "IK002", "22023", "23505", "57014"} {
-		got = append(got, fmt.Sprint(code, Retryable(&pgconn.PgError{Code: code})))
+	if s := strings.Join(got, " "); s != "40001>40001:503 08006>08:504 23505>:500 >:500" {
+		t.Fatal(s)
 	}
-	got = append(got, fmt.Sprint("EOF", Retryable(fmt.Errorf("read: %w", io.ErrUnexpectedEOF))),
-		fmt.Sprint("other", Retryable(errors.New("cannot encode"))))
-	want := "200:false 201:false 302:false 400:false 404:false 408:true 409:true 422:false 425:true " +
-		"429:true 500:true 503:true 40001true 40P01true 25006true 08006true 57P01true IK002true 22023false " +
-		"23505false 57014false EOFtrue otherfalse"
-	if strings.Join(got, " ") != want {
-		t.Fatalf("got  %s\nwant %s", strings.Join(got, " "), want)
+	if code := sqlstate(fmt.Errorf("read: %w", io.ErrUnexpectedEOF), nil); code != "08" {
+		t.Fatalf("a lost connection: %q", code)
 	}
-}
-
-func TestMissingKeyIs400AndTxIsOwned(t *testing.T) {
-	h := New(nil, Options{Scope: "s"})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Fatal("ran") }))
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest("POST", "/", strings.NewReader("{}")))
-	got := fmt.Sprint(w.Code, " ", w.Header().Get("Content-Type"), " ", w.Body.String())
-	want := `400 application/problem+json {"status":400,"title":"Idempotency-Key header required","type":"about:blank"}`
-	if got != want {
-		t.Fatalf("got %q", got)
-	}
-	if err := (&tx{}).Rollback(context.Background()); err != ErrOwned {
-		t.Fatalf("Rollback of the request's transaction: %v", err)
+	if code := sqlstate(errors.New("cannot encode"), nil); code != "" {
+		t.Fatalf("another error: %q", code)
 	}
 }
 
 // The database tests.
 
-func pool(t *testing.T) *pgxpool.Pool {
+// testPool is a pool on the libpq environment's database; configure may change its config.
+func testPool(t *testing.T, configure func(*pgxpool.Config)) *pgxpool.Pool {
 	if testing.Short() {
 		t.Skip("needs PostgreSQL (the libpq environment)")
 	}
@@ -79,10 +106,10 @@ func pool(t *testing.T) *pgxpool.Pool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := pgxpool.ConnectConfig(context.Background(), cfg)
-	if err == nil {
-		_, err = p.Exec(context.Background(), "CREATE TABLE IF NOT EXISTS go_effects (key text, n int)")
+	if configure != nil {
+		configure(cfg)
 	}
+	p, err := pgxpool.ConnectConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,14 +117,10 @@ func pool(t *testing.T) *pgxpool.Pool {
 	return p
 }
 
-// send posts body with key through h and returns status, replayed, body.
-func send(h http.Handler, key, body string) string {
-	r := httptest.NewRequest("POST", "/", strings.NewReader(body))
-	r.Header.Set("Idempotency-Key", key)
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
-	replayed := w.Header().Get("Idempotent-Replayed") == "true"
-	return fmt.Sprintf("%d %v %s", w.Code, replayed, w.Body.String())
+func effects(t *testing.T, p *pgxpool.Pool) {
+	if _, err := p.Exec(context.Background(), "CREATE TABLE IF NOT EXISTS go_effects (key text, n int)"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func one(t *testing.T, p *pgxpool.Pool, sql string, args ...interface{}) string {
@@ -108,95 +131,280 @@ func one(t *testing.T, p *pgxpool.Pool, sql string, args ...interface{}) string 
 	return s
 }
 
+// record is the key's record as idem_lookup gives it (or none).
 func record(t *testing.T, p *pgxpool.Pool, scope, key string) string {
-	return one(t, p, `SELECT coalesce((SELECT concat_ws(' ', status, retryable::text, attempt, resource_id, response_status,
-		response_headers) FROM idempotency.records WHERE scope = $1 AND key = $2), 'none')`, scope, key)
+	return one(t, p, `SELECT coalesce((SELECT concat_ws(' ', status, attempt, resource_id, response_status)
+		FROM idempotency.idem_lookup($1, $2)), 'none')`, scope, key)
 }
 
-// effect is a handler writing one go_effects row in the request's transaction and answering
-// status; runs counts its runs.
-func effect(runs *int32, status int) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		n := atomic.AddInt32(runs, 1)
-		c := ClaimOf(r.Context())
-		tx, err := Begin(r.Context())
-		if err == nil {
-			_, err = tx.Exec(r.Context(), "INSERT INTO go_effects VALUES ($1, $2)", c.Key, n)
-		}
-		if err != nil {
-			panic(err)
-		}
-		SetResource(r.Context(), fmt.Sprint("r", n))
-		w.Header().Set("Location", fmt.Sprint("/things/", n))
-		w.Header().Set("X-Not-Stored", "1")
-		w.WriteHeader(status)
-		fmt.Fprintf(w, "run %d attempt %d", n, c.Attempt)
+// post sends body with key (and X-User: u1) to url: "status replayed body", or the error.
+func post(t *testing.T, url, key, body string) string {
+	r, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	r.Header.Set("X-User", "u1")
+	if key != "" {
+		r.Header.Set("Idempotency-Key", key)
 	}
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(r)
+	if err != nil { // no t.Fatal: post runs in goroutines too
+		return err.Error()
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return fmt.Sprintf("%d %v %s", resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true", b)
 }
 
-func TestSingleMode(t *testing.T) {
-	p := pool(t)
-	k := fmt.Sprint("single-", time.Now().UnixNano())
-	var runs int32
-	h := New(p, Options{Scope: "go-test"})(effect(&runs, 201))
-	got := []string{send(h, k, `{"a": 1}`), send(h, `"`+k+`"`, `{ "a":1 }`), send(h, k, `{"a": 2}`)[:9]}
-	got = append(got, record(t, p, "go-test", k), one(t, p, "SELECT count(*)::text FROM go_effects WHERE key = $1", k))
-	want := `201 false run 1 attempt 1|201 true run 1 attempt 1|422 false|` +
-		`completed false 1 r1 201 {"Location": "/things/1", "Content-Type": "text/plain; charset=utf-8"}|1`
-	if strings.Join(got, "|") != want {
-		t.Fatalf("got  %s\nwant %s", strings.Join(got, "|"), want)
-	}
-	if s := p.Stat(); s.AcquiredConns() != 0 {
-		t.Fatalf("connections not released: %d", s.AcquiredConns())
-	}
+func unique(prefix string) string { return fmt.Sprint(prefix, "-", time.Now().UnixNano()) }
+
+func serve(t *testing.T, h http.Handler) string {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
-func TestSingleModeAnswersNotStored(t *testing.T) {
-	p := pool(t)
-	var got []string
-	for _, status := range []int{500, 409, 404} {
-		k := fmt.Sprint("single-", status, "-", time.Now().UnixNano())
+func newMiddleware(t *testing.T, p *pgxpool.Pool, o Options) *Middleware {
+	if o.Principal == nil && !o.SharedKeySpace {
+		o.Principal = user
+	}
+	m, err := New(context.Background(), p, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// A route in each mode: the handler's write, its answer with Location, the scope from the
+// principal and the route's template, resource_id from Location or SetResource.
+func TestRouteStoresAndReplays(t *testing.T) {
+	p := testPool(t, nil)
+	effects(t, p)
+	for _, mode := range []string{Single, TwoPhase} {
+		route := unique("/v1/things/{id} " + mode)
 		var runs int32
-		h := New(p, Options{Scope: "go-test"})(effect(&runs, status))
-		got = append(got, send(h, k, `{}`), send(h, k, `{}`), record(t, p, "go-test", k),
-			one(t, p, "SELECT count(*)::text FROM go_effects WHERE key = $1", k))
+		m := newMiddleware(t, p, Options{Mode: mode})
+		url := serve(t, m.Handle(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n := atomic.AddInt32(&runs, 1)
+			c := ClaimOf(r.Context())
+			tx, err := Begin(r.Context())
+			if err == nil {
+				_, err = tx.Exec(r.Context(), "INSERT INTO go_effects VALUES ($1, $2)", c.Key, n)
+			}
+			if err != nil {
+				Fail(r.Context(), err)
+				return
+			}
+			if mode == TwoPhase {
+				SetResource(r.Context(), "explicit")
+			}
+			w.Header().Set("Location", fmt.Sprint("/v1/things/t", n))
+			w.WriteHeader(201)
+			fmt.Fprintf(w, "run %d attempt %d scope %s", n, c.Attempt, c.Scope)
+		})))
+		k := unique("k")
+		got := []string{post(t, url, k, `{"a": 1}`), post(t, url, `"`+k+`"`, `{ "a":1.0 }`),
+			post(t, url, k, `{"a": 2}`)[:9], record(t, p, "u1/POST "+route, k),
+			one(t, p, "SELECT count(*)::text FROM go_effects WHERE key = $1", k)}
+		resource := map[string]string{Single: "t1", TwoPhase: "explicit"}[mode]
+		want := fmt.Sprintf("201 false run 1 attempt 1 scope u1/POST %s|201 true run 1 attempt 1 scope u1/POST %s|"+
+			"422 false|completed 1 %s 201|1", route, route, resource)
+		if strings.Join(got, "|") != want {
+			t.Errorf("%s:\ngot  %s\nwant %s", mode, strings.Join(got, "|"), want)
+		}
+		if s := p.Stat(); s.AcquiredConns() != 0 {
+			t.Errorf("%s: %d connections not released", mode, s.AcquiredConns())
+		}
 	}
-	// 5xx and 409: rolled back, nothing stored, the retry runs the handler again; a final 4xx is
-	// stored with the handler's writes, replayed, as idempotency.idem_fail(retryable => false).
-	want := "500 false run 1 attempt 1|500 false run 2 attempt 1|none|0|" +
-		"409 false run 1 attempt 1|409 false run 2 attempt 1|none|0|" +
-		`404 false run 1 attempt 1|404 true run 1 attempt 1|failed false 1 404 {"Location": "/things/1", ` +
-		`"Content-Type": "text/plain; charset=utf-8"}|1`
+}
+
+// A panic: the 500 of the map, the handler's writes rolled back, the key released, the panic
+// logged with its stack, the connection kept (the client gets an answer).
+func TestPanicIs500AndReleases(t *testing.T) {
+	p := testPool(t, nil)
+	effects(t, p)
+	for _, mode := range []string{Single, TwoPhase} {
+		var logged bytes.Buffer
+		m := newMiddleware(t, p, Options{Mode: mode, ErrorLog: log.New(&logged, "", 0)})
+		k := unique("panic")
+		url := serve(t, m.Handle("POST /panic "+k, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			tx, _ := Begin(r.Context())
+			tx.Exec(r.Context(), "INSERT INTO go_effects VALUES ($1, 1)", k)
+			var nilMap map[string]int
+			nilMap["x"]++ // a runtime error
+		})))
+		got := post(t, url, k, `{}`)
+		if !strings.HasPrefix(got, `500 false {"type":"about:blank","title":"Internal Server Error","status":500`) {
+			t.Errorf("%s: %s", mode, got)
+		}
+		rec := record(t, p, "u1/POST /panic "+k, k)
+		if rec != "none" && rec != "failed 1" {
+			t.Errorf("%s: the key's record %s", mode, rec)
+		}
+		if n := one(t, p, "SELECT count(*)::text FROM go_effects WHERE key = $1", k); n != "0" {
+			t.Errorf("%s: %s writes of the panicking handler committed", mode, n)
+		}
+		if !strings.Contains(logged.String(), "the handler panicked: assignment to entry in nil map") ||
+			!strings.Contains(logged.String(), "idempotency_test.go") {
+			t.Errorf("%s: the panic was not logged with its stack: %q", mode, logged.String())
+		}
+		if s := p.Stat(); s.AcquiredConns() != 0 {
+			t.Errorf("%s: %d connections not released", mode, s.AcquiredConns())
+		}
+	}
+}
+
+// No head-of-line blocking: with a pool of 2, a request whose handler holds its transaction
+// (Single mode: a connection) on a latch, twelve duplicates answered 409 with Retry-After while
+// it is held, and an unrelated request answered while it is still held: a duplicate that waited
+// holding a connection would leave the unrelated request nothing to run on (it would hang until
+// the clients' timeout of a minute, and fail).
+func TestNoHeadOfLineBlocking(t *testing.T) {
+	p := testPool(t, func(c *pgxpool.Config) { c.MaxConns = 2 })
+	for _, mode := range []string{Single, TwoPhase} {
+		m := newMiddleware(t, p, Options{Mode: mode})
+		latch, started := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		unlatch := func() { once.Do(func() { close(latch) }) }
+		defer unlatch() // also when the test fails: the server's Close waits for the held request
+		route := unique("POST /hol " + mode)
+		mux := http.NewServeMux()
+		mux.Handle("/slow", m.Handle(route+" slow", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			close(started)
+			<-latch
+			w.WriteHeader(201)
+		})))
+		mux.Handle("/fast", m.Handle(route+" fast", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(201)
+		})))
+		url := serve(t, mux)
+		first := make(chan string, 1)
+		go func() { first <- post(t, url+"/slow", "held", `{}`) }()
+		<-started
+		var wg sync.WaitGroup
+		answers := make([]string, 12)
+		for i := range answers {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				r, _ := http.NewRequest("POST", url+"/slow", strings.NewReader(`{}`))
+				r.Header.Set("X-User", "u1")
+				r.Header.Set("Idempotency-Key", "held")
+				resp, err := (&http.Client{Timeout: time.Minute}).Do(r) // a failure, not a hang
+				if err != nil {
+					answers[i] = err.Error()
+					return
+				}
+				resp.Body.Close()
+				answers[i] = fmt.Sprint(resp.StatusCode, " Retry-After ", resp.Header.Get("Retry-After") != "")
+			}(i)
+		}
+		wg.Wait()
+		for i, a := range answers {
+			if a != "409 Retry-After true" {
+				t.Errorf("%s: duplicate %d: %s", mode, i, a)
+			}
+		}
+		unrelated := post(t, url+"/fast", "other", `{}`)
+		select {
+		case a := <-first:
+			t.Fatalf("%s: the held request answered %s before its latch", mode, a)
+		default:
+		}
+		unlatch()
+		if got := (<-first) + " | " + unrelated; got != "201 false  | 201 false " {
+			t.Errorf("%s: held, unrelated: %s", mode, got)
+		}
+	}
+}
+
+// Two-phase: the heartbeat keeps the key past the lease; a 5xx releases it (failed,
+// retryable), and the retry runs as attempt 2.
+func TestTwoPhaseHeartbeatAndRelease(t *testing.T) {
+	heartbeatAndRelease(t, testPool(t, nil))
+}
+
+func heartbeatAndRelease(t *testing.T, p *pgxpool.Pool) {
+	var runs int32
+	slow := make(chan struct{})
+	m := newMiddleware(t, p, Options{Mode: TwoPhase, Lease: time.Second, Heartbeat: 200 * time.Millisecond})
+	route := unique("POST /two")
+	url := serve(t, m.Handle(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if atomic.AddInt32(&runs, 1) == 1 {
+			<-slow // longer than the lease: only the heartbeat keeps the key
+			w.WriteHeader(503)
+			return
+		}
+		fmt.Fprintf(w, "attempt %d", ClaimOf(r.Context()).Attempt)
+	})))
+	first := make(chan string)
+	go func() { first <- post(t, url, "k", `{}`) }()
+	time.Sleep(2 * time.Second)
+	during := post(t, url, "k", `{}`)
+	close(slow)
+	got := []string{(<-first)[:9], record(t, p, "u1/"+route, "k"), during[:9], post(t, url, "k", `{}`),
+		record(t, p, "u1/"+route, "k")}
+	want := "503 false|failed 1|409 false|200 false attempt 2|completed 2 200"
 	if strings.Join(got, "|") != want {
 		t.Fatalf("got  %s\nwant %s", strings.Join(got, "|"), want)
 	}
 }
 
-func TestPanicStoresNothingAndReleases(t *testing.T) {
-	p := pool(t)
-	k := fmt.Sprint("panic-", time.Now().UnixNano())
-	h := New(p, Options{Scope: "go-test"})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		Tx(r.Context()).Exec(r.Context(), "INSERT INTO go_effects VALUES ($1, 1)", k)
-		panic("handler")
-	}))
-	func() {
-		defer func() {
-			if recover() != "handler" {
-				t.Error("the panic did not reach net/http")
-			}
-		}()
-		send(h, k, `{}`)
-	}()
-	got := record(t, p, "go-test", k) + " " + one(t, p, "SELECT count(*)::text FROM go_effects WHERE key = $1", k)
-	if got != "none 0" || p.Stat().AcquiredConns() != 0 {
-		t.Fatalf("got %s, %d connections held", got, p.Stat().AcquiredConns())
+// Two-phase: an attempt whose lease ran out and was taken over: finishing while the other owns
+// the key, its idem_http_end is fenced (IK002: the map's 409); finishing after the other stored
+// its answer (IK003), it answers what the other stored.
+func TestTwoPhaseFencedAndFinishedByAnother(t *testing.T) {
+	p := testPool(t, nil)
+	fencedAndFinished(t, p, p)
+}
+
+// fencedAndFinished runs the middleware on p; admin ends the first attempt's lease.
+func fencedAndFinished(t *testing.T, p, admin *pgxpool.Pool) {
+	var got []string
+	for _, order := range []string{"fenced", "finished"} {
+		route := unique("POST /fence " + order)
+		gate := map[int32]chan struct{}{1: make(chan struct{}), 2: make(chan struct{})}
+		started := make(chan struct{}, 2)
+		var runs int32
+		m := newMiddleware(t, p, Options{Mode: TwoPhase, Lease: time.Second, Heartbeat: 900 * time.Millisecond})
+		url := serve(t, m.Handle(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n := atomic.AddInt32(&runs, 1)
+			started <- struct{}{}
+			<-gate[n]
+			fmt.Fprintf(w, "attempt %d", ClaimOf(r.Context()).Attempt)
+		})))
+		a1, a2 := make(chan string), make(chan string)
+		go func() { a1 <- post(t, url, "k", `{}`) }()
+		<-started
+		// The first attempt's lease runs out (as if its process had stalled): the next reclaims.
+		if _, err := admin.Exec(context.Background(), `UPDATE idempotency.records SET lease_expires_at = now()
+			WHERE scope = $1 AND key = 'k'`, "u1/"+route); err != nil {
+			t.Fatal(err)
+		}
+		go func() { a2 <- post(t, url, "k", `{}`) }()
+		<-started
+		if order == "fenced" {
+			close(gate[1])
+			got = append(got, <-a1)
+			close(gate[2])
+			got = append(got, <-a2)
+		} else {
+			close(gate[2])
+			got = append(got, <-a2)
+			close(gate[1])
+			got = append(got, <-a1)
+		}
+	}
+	want := `409 false {"type":"about:blank","title":"Conflict","status":409,"detail":"Another attempt took this ` +
+		`Idempotency-Key over; retry to get its answer."}|200 false attempt 2|200 false attempt 2|200 true attempt 2`
+	if strings.Join(got, "|") != want {
+		t.Fatalf("got  %s\nwant %s", strings.Join(got, "|"), want)
 	}
 }
 
-func TestSavepoints(t *testing.T) {
-	p := pool(t)
-	k := fmt.Sprint("sp-", time.Now().UnixNano())
-	h := New(p, Options{Scope: "go-test"})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func TestSavepointsAndOwnedTransaction(t *testing.T) {
+	p := testPool(t, nil)
+	effects(t, p)
+	k := unique("sp")
+	m := newMiddleware(t, p, Options{})
+	url := serve(t, m.Handle("POST /sp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, tx := r.Context(), Tx(r.Context())
 		tx.BeginFunc(ctx, func(sp pgx.Tx) error {
 			sp.Exec(ctx, "INSERT INTO go_effects VALUES ($1, 1)", k)
@@ -207,91 +415,119 @@ func TestSavepoints(t *testing.T) {
 			return err
 		})
 		body, _ := io.ReadAll(r.Body) // the middleware read it, and left it to read again
-		fmt.Fprint(w, tx.Commit(ctx) == ErrOwned, " ", string(body))
-	}))
-	got := send(h, k, `{"b": 1}`) + " " + one(t, p, "SELECT string_agg(n::text, ',') FROM go_effects WHERE key = $1", k)
-	if got != `200 false true {"b": 1} 2` {
+		fmt.Fprint(w, tx.Commit(ctx) == ErrOwned, tx.Rollback(ctx) == ErrOwned, " ", string(body))
+	})))
+	got := post(t, url, k, `{"b": 1}`) + " " + one(t, p, "SELECT string_agg(n::text, ',') FROM go_effects WHERE key = $1", k)
+	if got != `200 false true true {"b": 1} 2` {
 		t.Fatalf("got %s", got)
 	}
 }
 
-func TestTwoPhaseHeartbeatAndRetryableFailure(t *testing.T) {
-	p := pool(t)
-	k := fmt.Sprint("two-", time.Now().UnixNano())
-	var runs int32
-	slow := make(chan struct{})
-	h := New(p, Options{Scope: "go-test-2", Mode: TwoPhase, Lease: 300 * time.Millisecond,
-		Heartbeat: 100 * time.Millisecond})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if atomic.AddInt32(&runs, 1) == 1 {
-			<-slow // longer than the lease: only the heartbeat keeps the key
-		}
-		effect(new(int32), map[bool]int{true: 503, false: 201}[runs == 1]).ServeHTTP(w, r)
-	}))
-	first := make(chan string)
-	go func() { first <- send(h, k, `{}`) }()
-	time.Sleep(700 * time.Millisecond)
-	during := send(h, k, `{}`)
-	close(slow)
-	got := []string{(<-first)[:9], record(t, p, "go-test-2", k)[:13], during[:9], send(h, k, `{}`),
-		record(t, p, "go-test-2", k)[:17]}
-	want := "503 false|failed true 1|409 false|201 false run 1 attempt 2|completed false 2"
-	if strings.Join(got, "|") != want {
-		t.Fatalf("got  %s\nwant %s", strings.Join(got, "|"), want)
+// Off: a plain transaction around the handler; nothing claimed, no header needed.
+func TestModeOff(t *testing.T) {
+	p := testPool(t, nil)
+	effects(t, p)
+	k := unique("off")
+	m := newMiddleware(t, p, Options{Mode: Off})
+	url := serve(t, m.Handle("POST /off", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Tx(r.Context()).Exec(r.Context(), "INSERT INTO go_effects VALUES ($1, 1)", k)
+		w.WriteHeader(map[bool]int{true: 500, false: 201}[r.URL.Query().Get("fail") != ""])
+	})))
+	got := []string{post(t, url, "", `{}`)[:3], post(t, url+"?fail=1", "", `{}`)[:3],
+		one(t, p, "SELECT count(*)::text FROM go_effects WHERE key = $1", k),
+		one(t, p, "SELECT count(*)::text FROM idempotency.records WHERE scope LIKE '%/POST /off'")}
+	if s := strings.Join(got, " "); s != "201 500 1 0" {
+		t.Fatal(s)
 	}
 }
 
-func TestTwoPhaseFencedAndFinishedByAnother(t *testing.T) {
-	p := pool(t)
-	var got []string
-	for _, order := range []string{"fenced", "finished"} {
-		k := fmt.Sprint(order, "-", time.Now().UnixNano())
-		gate := map[int32]chan struct{}{1: make(chan struct{}), 2: make(chan struct{})}
-		var runs int32
-		h := New(p, Options{Scope: "go-test-2", Mode: TwoPhase, Lease: 200 * time.Millisecond,
-			Heartbeat: time.Hour})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			n := atomic.AddInt32(&runs, 1)
-			<-gate[n]
-			fmt.Fprintf(w, "attempt %d", ClaimOf(r.Context()).Attempt)
-		}))
-		a1, a2 := make(chan string), make(chan string)
-		go func() { a1 <- send(h, k, `{}`) }()
-		time.Sleep(400 * time.Millisecond) // the first lease ends (no heartbeat): the next reclaims
-		go func() { a2 <- send(h, k, `{}`) }()
-		time.Sleep(200 * time.Millisecond)
-		if order == "fenced" { // the first finishes while the second holds the key: IK002
-			close(gate[1])
-			got = append(got, <-a1)
-			close(gate[2])
-			got = append(got, <-a2)
-		} else { // the second finishes first: the first answers what it stored (IK003)
-			close(gate[2])
-			got = append(got, <-a2)
-			close(gate[1])
-			got = append(got, <-a1)
-		}
+// Fail fast: a pool that cannot connect, a closed pool, a TTL shorter than the extension's
+// default lease.
+func TestNewChecksTheDatabase(t *testing.T) {
+	testPool(t, nil)
+	ctx := context.Background()
+	cfg, _ := pgxpool.ParseConfig("host=127.0.0.1 port=1 connect_timeout=2")
+	cfg.LazyConnect = true
+	unreachable, err := pgxpool.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	want := `409 false {"status":409,"title":"superseded by another attempt of this Idempotency-Key",` +
-		`"type":"about:blank"}|200 false attempt 2|200 false attempt 2|200 true attempt 2`
-	if strings.Join(got, "|") != want {
-		t.Fatalf("got  %s\nwant %s", strings.Join(got, "|"), want)
+	defer unreachable.Close()
+	closed := testPool(t, nil)
+	closed.Close()
+	for _, c := range []struct {
+		pool *pgxpool.Pool
+		o    Options
+		want string
+	}{
+		{unreachable, Options{Principal: user}, "the start check (idempotency.idem_http_errors()) failed"},
+		{closed, Options{Principal: user}, "closed pool"},
+		{testPool(t, nil), Options{Principal: user, TTL: 30 * time.Second}, "is shorter than the lease 1m0s"},
+	} {
+		if _, err := New(ctx, c.pool, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want an error with %q", err, c.want)
+		}
 	}
 }
 
-func TestOptionsTTLHeadersFingerprint(t *testing.T) {
-	p := pool(t)
-	k := fmt.Sprint("opts-", time.Now().UnixNano())
-	h := New(p, Options{Scope: "go-test", TTL: time.Hour, Headers: []string{"x-a"},
-		Fingerprint: func(*http.Request, []byte) []byte { return []byte(`{"same": 1}`) },
-	})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-A", "a")
-		w.Header().Set("Location", "/l")
-		fmt.Fprint(w, "ok")
-	}))
-	// Another body, the same fingerprint: a replay, not a mismatch.
-	got := send(h, k, `{"a": 1}`) + "|" + send(h, k, `{"a": 2}`) + "|" + one(t, p, `SELECT concat_ws(' ',
-		extract(epoch FROM expires_at - created_at)::int, response_headers) FROM idempotency.records
-		WHERE scope = 'go-test' AND key = $1`, k)
-	if want := `200 false ok|200 true ok|3600 {"X-A": "a"}`; got != want {
-		t.Fatalf("got  %s\nwant %s", got, want)
+// The grants of README.md: a role with exactly those passes the conformance cases in both
+// modes and the two-phase tests (heartbeat, release, IK002, IK003); a role without them is
+// refused by New. Needs a superuser (to create the role).
+func TestReadmeGrants(t *testing.T) {
+	admin := testPool(t, nil)
+	if one(t, admin, "SELECT rolsuper::text FROM pg_roles WHERE rolname = current_user") != "true" {
+		t.Skip("needs a superuser to create the role")
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile("(?s)```sql\n(GRANT .*?)```").FindSubmatch(readme)
+	if block == nil {
+		t.Fatal("README.md has no ```sql block of GRANTs")
+	}
+	role := fmt.Sprint("idem_go_grants_", time.Now().UnixNano())
+	ctx := context.Background()
+	if _, err = admin.Exec(ctx, "CREATE ROLE "+role); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Exec(ctx, "DROP OWNED BY "+role+"; DROP ROLE "+role) })
+	asRole := func() *pgxpool.Pool {
+		return testPool(t, func(c *pgxpool.Config) {
+			c.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+				_, err := conn.Exec(ctx, "SET ROLE "+role)
+				return err
+			}
+		})
+	}
+	if _, err = New(ctx, asRole(), Options{Principal: user, Mode: TwoPhase}); err == nil ||
+		!strings.Contains(err.Error(), "lacks privileges") {
+		t.Fatalf("a role without the grants: %v", err)
+	}
+	grants := regexp.MustCompile(`\bTO app;`).ReplaceAllString(string(block[1]), "TO "+role+";")
+	if _, err = admin.Exec(ctx, grants); err != nil {
+		t.Fatalf("%v\n%s", err, grants)
+	}
+	p := asRole()
+	cases := conformanceCases(t)
+	for _, mode := range []string{Single, TwoPhase} {
+		run, failed := newConformance(t, p, mode).run(cases)
+		t.Logf("conformance as a role with the README's grants, %s: %d cases, %d failed", mode, run, failed)
+	}
+	heartbeatAndRelease(t, p)
+	fencedAndFinished(t, p, admin)
+}
+
+// The middleware's statements and the README's JSON: what a 400 of idem_http_begin looks like.
+func TestMissingKeyIs400(t *testing.T) {
+	p := testPool(t, nil)
+	m := newMiddleware(t, p, Options{})
+	url := serve(t, m.Handle("POST /nokey", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Error("the handler ran")
+	})))
+	got := post(t, url, "", `{}`)
+	var doc map[string]interface{}
+	if !strings.HasPrefix(got, "400 false ") || json.Unmarshal([]byte(got[10:]), &doc) != nil || doc["status"] != 400.0 {
+		t.Fatal(got)
 	}
 }

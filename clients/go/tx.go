@@ -9,11 +9,11 @@ import (
 )
 
 // ErrOwned is what Commit and Rollback of the request's transaction return: the middleware ends
-// it (COMMIT with idem_complete, or ROLLBACK), so a habitual `defer tx.Rollback(ctx)` is harmless.
+// it (COMMIT with idem_http_end, or ROLLBACK), so a habitual `defer tx.Rollback(ctx)` is harmless.
 var ErrOwned = errors.New("idempotency: the middleware ends the request's transaction")
 
 // tx is the request's transaction as a pgx.Tx over the connection that sent BEGIN together with
-// the claim (pgx's own Tx sends BEGIN in a round trip of its own). Begin makes a savepoint, as
+// idem_http_begin (pgx's own Tx sends BEGIN in a round trip of its own). Begin makes a savepoint, as
 // pgx's does; LargeObjects is not available.
 type tx struct {
 	*conn     // Exec, Query, QueryRow, QueryFunc, SendBatch, CopyFrom, Prepare

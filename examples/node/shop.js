@@ -1,9 +1,11 @@
 'use strict';
 // What the Express and the Fastify payment services share (examples/README.md): the settings,
 // the pool, the request check, the payment's INSERT, the fake provider and the webhook receiver.
-// The Idempotency-Key handling is the package's (clients/node).
+// The Idempotency-Key handling is the package's (clients/node), except IDEMPOTENCY=manual's.
+const { createHash } = require('node:crypto');
 const { setTimeout: sleep } = require('node:timers/promises');
 const pg = require('pg');
+const idempotency = require('../../clients/node');
 
 const env = (name, fallback) => process.env[name] || fallback;
 const PORT = Number(env('PORT', 8080));
@@ -12,22 +14,29 @@ const COMPLETE_DELAY_MS = Number(env('COMPLETE_DELAY_MS', 0));
 const WEBHOOK_SECRET = env('WEBHOOK_SECRET', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
 
 // PREPARE=on: named prepared statements (the package's and the INSERT's), on a pipelined pool
-// (the package's `BEGIN` + claim and `idem_complete` + `COMMIT` each in one round trip); direct
-// connections or PgBouncer >= 1.21 with max_prepared_statements only (examples/README.md).
+// (the package's `BEGIN` and idem_http_begin in one round trip); direct connections or
+// PgBouncer >= 1.21 with max_prepared_statements only (examples/README.md).
 const PREPARE = env('PREPARE', 'off') === 'on';
 // PGHOST, PGPORT, PGUSER, PGDATABASE and PGPASSWORD come from the environment.
 const pool = new pg.Pool({ max: Number(env('POOL_SIZE', 8)), pipeline: PREPARE });
 pool.on('error', (err) => console.error('idle connection:', err.message));
 
-// The package's options: ?mode=two-phase picks the two-phase mode and its scope;
-// IDEMPOTENCY=off runs the same handler in a plain transaction (bench/http.sh's baseline).
+// The Idempotency-Key handling: one middleware per mode (POST /v1/payments, and
+// ?mode=two-phase around the slow provider). The principal is who the key belongs to: this demo
+// has no authentication, so it is the order's customer; a real service returns its
+// authenticated user. IDEMPOTENCY=off runs the same handler in a plain transaction
+// (bench/http.sh's baseline), IDEMPOTENCY=manual the single-transaction mode by hand (below).
+const off = env('IDEMPOTENCY', 'on') === 'off';
 const twoPhase = (req) => req.query.mode === 'two-phase';
-const options = {
-  scope: (req) => (twoPhase(req) ? 'payments-two-phase' : 'payments'),
-  mode: (req) => (env('IDEMPOTENCY', 'on') === 'off' ? 'off' : twoPhase(req) ? 'two-phase' : 'single'),
-  lease: Number(env('LEASE_SECONDS', 10)),
-  prepare: PREPARE,
+const byHand = (req) => env('IDEMPOTENCY', 'on') === 'manual' && !twoPhase(req);
+const options = { pool, principal: (req) => req.order.customer, prepare: PREPARE };
+const idem = {
+  single: idempotency({ ...options, mode: off ? 'off' : 'single' }),
+  twoPhase: idempotency({ ...options, mode: off ? 'off' : 'two-phase', leaseMs: 1000 * Number(env('LEASE_SECONDS', 10)) }),
 };
+const idemFor = (req) => (twoPhase(req) ? idem.twoPhase : idem.single);
+// The start check of both (the database, the extension, the grants): before listening.
+const ready = () => Promise.all([idem.single.ready(), idem.twoPhase.ready()]);
 
 // The order of a raw JSON body, or the reason it is refused (400, before any claim).
 function order(req) {
@@ -95,5 +104,51 @@ async function receiveWebhook(headers, body) {
   }
 }
 
+// IDEMPOTENCY=manual (bench/http.sh's yardstick): POST /v1/payments in single-transaction mode
+// with the exactly-once record written by hand instead of the package, as a careful user would
+// without the extension (the table manual_keys, examples/schema.sql): the same pool and
+// statements with parameters; one payment per key, a retry gets the stored answer byte for byte,
+// another body under the key is refused. Returns the answer: { status, headers, body }.
+const MANUAL = {
+  claim: 'INSERT INTO manual_keys (scope, key, fingerprint) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING true',
+  stored: 'SELECT fingerprint, status, headers, body FROM manual_keys WHERE scope = $1 AND key = $2',
+  store: 'UPDATE manual_keys SET status = $3, headers = $4, body = $5 WHERE scope = $1 AND key = $2',
+};
+const manual = (name, values) => ({ name: PREPARE ? `manual_${name}` : undefined, text: MANUAL[name], values });
+const JSON_TYPE = { 'Content-Type': 'application/json; charset=utf-8' };
+const answer = (status, headers, body) => ({ status, headers: { ...JSON_TYPE, ...headers }, body: Buffer.from(body) });
+
+async function payByHand(req) {
+  // The key: an RFC 8941 string ("k-1"), or a bare token (k-1).
+  const h = req.headers['idempotency-key']?.trim();
+  const key = /^"(?:[^"\\]|\\.)*"$/.test(h) ? h.slice(1, -1).replace(/\\(.)/g, '$1') : h;
+  if (!key) return answer(400, {}, '{"error":"an Idempotency-Key header is required"}');
+  const scope = `${req.order.customer}/POST /v1/payments`; // the principal and the operation
+  const fingerprint = createHash('sha256').update(req.body).digest();
+  const db = await pool.connect();
+  try {
+    await db.query('BEGIN');
+    let a;
+    if ((await db.query(manual('claim', [scope, key, fingerprint]))).rowCount === 1) { // a new key
+      const payment = await insertPayment(db, req.order, null);
+      throwFor(payment);
+      a = answer(201, { Location: `/v1/payments/${payment.id}` }, JSON.stringify(payment));
+      await db.query(manual('store', [scope, key, a.status, JSON.stringify(a.headers), a.body]));
+    } else { // a retry (or a duplicate: the claim waited for the first one's COMMIT)
+      const { rows: [s] } = await db.query(manual('stored', [scope, key]));
+      a = s.fingerprint.equals(fingerprint)
+        ? { status: s.status, headers: { ...s.headers, 'Idempotent-Replayed': 'true' }, body: s.body }
+        : answer(422, {}, '{"error":"this Idempotency-Key was used with another request body"}');
+    }
+    await db.query('COMMIT');
+    return a;
+  } catch (err) {
+    await db.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    db.release();
+  }
+}
+
 const listening = () => console.log(`listening on 127.0.0.1:${PORT}`);
-module.exports = { PORT, pool, options, order, insertPayment, charge, throwFor, receiveWebhook, listening };
+module.exports = { PORT, pool, idem, idemFor, byHand, payByHand, ready, order, insertPayment, charge, throwFor, receiveWebhook, listening };

@@ -7,21 +7,25 @@ import time
 
 import flask
 import waitress
+from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 import common as c
-from idempotency.flask import idempotent
+from idempotency.flask import Idempotency
 
-pool = ConnectionPool(min_size=c.POOL_SIZE, open=False, kwargs=c.CONNECT)
+pool = ConnectionPool(min_size=c.POOL_SIZE, kwargs=c.CONNECT, open=True)  # Idempotency checks it now
 app = flask.Flask(__name__)
+idempotent = Idempotency(pool, principal=lambda request: c.principal(request.get_data()))
 
 
 @app.post("/v1/payments")
-@idempotent(pool, lambda: c.options(flask.request.args.get("mode")))
+@idempotent(lambda request: c.options(request.args.get("mode", ""), request.get_data()))
 def create_payment():
-    p, mode = payment(flask.request.get_data()), flask.request.args.get("mode", "")
-    if p is None or mode not in ("", "two-phase"):
+    p, mode = c.payment(flask.request.get_data()), flask.request.args.get("mode", "")
+    if p is None or mode not in ("", "two-phase"):  # not claimed (c.options): nothing stored
         return {"error": "the body must be a payment: customer, amount, currency"}, 400
+    if c.MANUAL:  # bench/http.sh's yardstick, single-transaction mode only
+        return pay_by_hand(p) if mode == "" else ({"error": "IDEMPOTENCY=manual: single mode only"}, 400)
     idem = flask.g.idem
     ref = charge(idem, p) if mode == "two-phase" and c.IDEMPOTENCY else None
     db = idem.connect()  # single: the claim's transaction; two-phase: the final one
@@ -31,16 +35,26 @@ def create_payment():
     return row, 201, {"Location": f"/v1/payments/{pid}"}
 
 
-def payment(body):
-    """The body as a payment, or None."""
-    try:
-        p = json.loads(body)
-    except ValueError:
-        return None
-    ok = (isinstance(p, dict) and isinstance(p.get("customer"), str)
-          and isinstance(p.get("currency"), str) and type(p.get("amount")) is int
-          and 0 < p["amount"] < 2**63)
-    return p if ok else None
+def pay_by_hand(p):
+    """IDEMPOTENCY=manual: the same route with the exactly-once record written by hand (common.py)."""
+    request = flask.request
+    key, scope, fingerprint = c.manual_record(request.headers.get("Idempotency-Key"), request.get_data(),
+                                              p["customer"])
+    if key is None:
+        return c.NO_KEY, 400
+    with pool.connection() as db, db.transaction():
+        if db.execute(c.CLAIM, (scope, key, fingerprint)).fetchone() is None:  # a retry
+            stored, status, headers, body = db.execute(c.STORED, (scope, key)).fetchone()
+            if stored != fingerprint:
+                return c.OTHER_BODY, 422
+            return body, status, {**headers, "Idempotent-Replayed": "true"}
+        pid, row = db.execute(c.INSERT, (p["customer"], p["amount"], p["currency"], None)).fetchone()
+        if p["customer"] == "c_throw":
+            raise RuntimeError("c_throw: the handler failed after its INSERT")
+        answer = flask.current_app.make_response((row, 201, {"Location": f"/v1/payments/{pid}"}))
+        headers = {"Content-Type": answer.headers["Content-Type"], "Location": answer.headers["Location"]}
+        db.execute(c.STORE, (answer.status_code, Jsonb(headers), answer.get_data(), scope, key))
+    return answer
 
 
 def charge(idem, p):
@@ -77,7 +91,6 @@ def healthz():
 
 
 if __name__ == "__main__":  # waitress: a production WSGI server (threads, keep-alive)
-    pool.open(wait=True)
     server = waitress.create_server(app, host="127.0.0.1", port=c.PORT, threads=c.POOL_SIZE)
     print(f"listening on 127.0.0.1:{c.PORT}", flush=True)
     server.run()

@@ -230,8 +230,9 @@ COMMENT ON FUNCTION idempotency.idem_fingerprint(bytea, text[], text[], boolean)
 -- operation, the Idempotency-Key header, the raw body) and claims; idem_http_end stores the
 -- handler's answer or says to release it; idem_http_release releases; idem_http_errors is the
 -- one map from a SQLSTATE to the answer. They run as the caller (SECURITY INVOKER): the caller
--- needs EXECUTE on idem_claim, idem_complete, idem_fail and idem_http_answer(text, text), and a
--- scope bound to another role refuses it as those functions do (docs/tenants.md).
+-- needs EXECUTE on them and on idem_claim, idem_complete, idem_fail, idem_lookup (the release)
+-- and idem_http_answer(text, text) (IK003), with idem_heartbeat for two-phase mode, and a scope
+-- bound to another role refuses it as those functions do (docs/tenants.md).
 CREATE TYPE idempotency.idem_http_begin_result AS (
     scope     pg_catalog.text,
     key       pg_catalog.text,
@@ -370,10 +371,12 @@ BEGIN
     IF NOT idempotency.idem_http_stored(status) THEN
         RETURN false; -- roll back, then idem_http_release
     END IF;
-    SELECT pg_catalog.jsonb_object_agg(h.name, h.value) INTO kept
-    FROM pg_catalog.jsonb_each_text(headers) AS h(name, value)
-    WHERE pg_catalog.lower(h.name) OPERATOR(pg_catalog.=) ANY (
-        SELECT pg_catalog.lower(s) FROM pg_catalog.unnest(stored_headers) s);
+    -- each allow-listed header under the allow-list's spelling, whatever case the framework
+    -- gave it (one stored name for every package)
+    SELECT pg_catalog.jsonb_object_agg(s.name, h.value) INTO kept
+    FROM pg_catalog.unnest(stored_headers) AS s(name)
+    JOIN pg_catalog.jsonb_each_text(headers) AS h(name, value)
+      ON pg_catalog.lower(h.name) OPERATOR(pg_catalog.=) pg_catalog.lower(s.name);
     IF resource_id IS NULL THEN -- the last segment of Location's path, if it has one
         SELECT h.value INTO location FROM pg_catalog.jsonb_each_text(kept) AS h(name, value)
         WHERE pg_catalog.lower(h.name) OPERATOR(pg_catalog.=) 'location';
@@ -386,7 +389,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION idempotency.idem_http_end(text, text, integer, integer, jsonb, bytea, text, text[]) IS
-    'The end of an idempotent HTTP request whose handler ran: true when its answer is the result (idem_http_stored), stored byte for byte with the stored_headers and resource_id (default: the last path segment of Location) in the handler''s transaction (commit it); false when it is not (roll back, then idem_http_release). Errors of idem_complete (IK002, IK003, 54000, 22023) as idem_http_errors maps them.';
+    'The end of an idempotent HTTP request whose handler ran: true when its answer is the result (idem_http_stored), stored byte for byte with the stored_headers (named as the list spells them) and resource_id (default: the last path segment of Location) in the handler''s transaction (commit it); false when it is not (roll back, then idem_http_release). Errors of idem_complete (IK002, IK003, 54000, 22023) as idem_http_errors maps them.';
 
 CREATE FUNCTION idempotency.idem_http_release(scope pg_catalog.text, key pg_catalog.text,
                                               attempt integer)
@@ -426,6 +429,7 @@ FROM (VALUES
     ('IK003', NULL, NULL, false, NULL),
     ('IK001', 500, NULL, false, 'The record of this request is missing.'),
     ('54000', 500, NULL, false, 'The answer is too large to store.'),
+    ('25P02', 500, NULL, false, 'The request''s transaction failed earlier: an error was caught without a savepoint.'),
     ('25006', 503, 1,    true,  'The database is read-only; retry.'),
     ('40001', 503, 1,    true,  'The request conflicted with another; retry.'),
     ('40P01', 503, 1,    true,  'The request conflicted with another; retry.'),

@@ -30,6 +30,10 @@ from harness import Process, Table, Tries, request, sign_standard, until_answere
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODES = {"single": ("/v1/payments", "payments"),
          "two-phase": ("/v1/payments?mode=two-phase", "payments-two-phase")}
+# Services on 2.0.0's HTTP contract (idem_http_begin): a record's scope is its principal, the
+# payment's customer (the demo's stand-in for an authenticated user), and its operation, POST
+# /v1/payments in both modes (idem_http_scope), instead of the MODES scopes above.
+PRINCIPAL_SCOPED = {"go", "express", "fastify", "fastapi", "flask"}
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 CLIENTS = 10
 
@@ -37,14 +41,17 @@ CLIENTS = 10
 class Db:
     """The test's own connection to the service's database (autocommit)."""
 
-    def __init__(self, dbname):
+    def __init__(self, dbname, by_principal=False):
         self.c = psycopg.connect(dbname=dbname, autocommit=True)
+        self.by_principal = by_principal
 
     def one(self, sql, *args):
         return self.c.execute(sql, args).fetchone()
 
-    def lookup(self, scope, key):
+    def lookup(self, scope, key, customer):
         """idem_lookup's row as a dict (response_body decoded to bytes), or None."""
+        if self.by_principal:
+            scope = self.one("SELECT idempotency.idem_http_scope(%s, 'POST /v1/payments')", customer)[0]
         r = self.one("SELECT to_jsonb(l) FROM idempotency.idem_lookup(%s, %s) l", scope, key)
         if r is None:
             return None
@@ -100,7 +107,7 @@ def seed_test(t, db, mode, port, rounds):
             th.join()
         got = [a for a in answers if a is not None]
         pays = db.payments(customer)
-        rec = db.lookup(scope, key) or {}
+        rec = db.lookup(scope, key, customer) or {}
         pid = pays[0][0] if len(pays) == 1 else None
         per_key.append(dict(
             payments=len(pays), charges=len(db.charges(key)), answered=len(got),
@@ -150,7 +157,7 @@ def lost_response(t, db, mode, port, lost_port):
     except Exception:  # noqa: BLE001 - the expected outcome: no answer
         lost = "lost"
     t.check("lost response: the first try got no answer", "lost", lost)
-    rec = db.lookup(scope, key) or {}
+    rec = db.lookup(scope, key, customer) or {}
     t.check("lost response: record completed before the retry", "completed", rec.get("status"))
     retry1 = request(port, "POST", path, body, h)
     retry2 = request(port, "POST", path, body, h)
@@ -191,7 +198,7 @@ def handler_throws(t, db, mode, port):
     answers, records = [], []
     for _ in range(2):
         answers.append(request(port, "POST", path, body, h).status)
-        rec = db.lookup(scope, key)
+        rec = db.lookup(scope, key, "c_throw")
         records.append("none" if rec is None else f"{rec.get('status')} {rec.get('attempt')}")
     t.check("handler throws: answers to the key sent twice", "500, 500",
             ", ".join(map(str, answers)))
@@ -217,7 +224,7 @@ def killed_worker(t, db, start_service, port, window):
                          daemon=True).start()
         reached = False
         for _ in range(100):  # until the request is in the window
-            rec = db.lookup(scope, key) or {}
+            rec = db.lookup(scope, key, customer) or {}
             if rec.get("status") == "processing" and (window == "provider" or db.charges(key)):
                 reached = True
                 break
@@ -233,7 +240,7 @@ def killed_worker(t, db, start_service, port, window):
             final = repr(e)
     finally:
         svc.kill()
-    rec = db.lookup(scope, key) or {}
+    rec = db.lookup(scope, key, customer) or {}
     charges, pays = db.charges(key), db.payments(customer)
     w = f"killed ({window} window)"
     t.check(f"{w}: reached the window; charges, payments at the kill", "yes; "
@@ -289,17 +296,17 @@ def bad_requests(t, db, port):
     for name, h, b in cases:
         t.check(f"400: {name}", 400, request(port, "POST", path, b, h).status)
     t.check("400s: payments rows, record of the key", "0, none",
-            f"{len(db.payments(customer))}, {(db.lookup(scope, key) or {}).get('status', 'none')}")
+            f"{len(db.payments(customer))}, {(db.lookup(scope, key, customer) or {}).get('status', 'none')}")
 
 
-def setup_database(name):
+def setup_database(name, by_principal):
     with psycopg.connect(autocommit=True) as c:
         c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         c.execute(f'CREATE DATABASE "{name}"')
     with psycopg.connect(dbname=name, autocommit=True) as c, \
             open(os.path.join(ROOT, "examples", "schema.sql")) as f:
         c.execute(f.read())
-    return Db(name)
+    return Db(name, by_principal)
 
 
 def main():
@@ -317,7 +324,7 @@ def main():
     dbname = a.db or f"examples_{a.lang}"
     log = a.log or f"/tmp/idem-examples-{a.lang}-{a.route}.log"
     open(log, "wb").close()  # this run's services append to it; a failure prints its end
-    db = setup_database(dbname)
+    db = setup_database(dbname, a.lang in PRINCIPAL_SCOPED)
     base_env = dict(os.environ, PORT=str(a.port), PGDATABASE=dbname, LEASE_SECONDS="2",
                     PROVIDER_DELAY_MS="50", COMPLETE_DELAY_MS="0")
     if a.db_port:

@@ -25,16 +25,8 @@ clients:*)
     db=clients_${SERVICE#clients:}
     psql -qX -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" &&
         psql -qX -v ON_ERROR_STOP=1 -d "$db" -c 'CREATE EXTENSION idempotency' || exit 1
-    case "$SERVICE" in
-    clients:python) (cd clients/python && "$PY" -m unittest discover -s tests 2>&1 | tail -n 3
-        exit "${PIPESTATUS[0]}") ;;
-    clients:node)
-        NODE_PATH=$(clients/node/setup) || { echo "clients/node/setup failed"; exit 1; }
-        export NODE_PATH
-        (cd clients/node && node --test test/) ;;
-    clients:go) (cd clients/go && PGDATABASE=$db ./offline test -count=1 -timeout 120s -v .) ;;
-    *) echo "unknown client package $SERVICE" >&2; exit 2 ;;
-    esac
+    # The package's own tests and the HTTP contract's conformance cases (clients/run-tests).
+    PGDATABASE=$db IDEM_PYTHON=$PY clients/run-tests "${SERVICE#clients:}"
     exit ;;
 esac
 # Ports, derived from the cluster's port so that concurrent runs (each with its own IDEM_PGPORT,

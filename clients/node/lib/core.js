@@ -1,241 +1,332 @@
 'use strict';
-// The framework-neutral half: one request's claim, its transaction, the stored answer, and the
-// SQLSTATE -> HTTP mapping (README.md). express.js and fastify.js adapt it to their framework.
+// The framework-neutral half (README.md): the options, the start check, and one request's calls
+// to the HTTP contract of the extension (docs/records.md "The HTTP contract"): idem_http_begin,
+// the handler's transaction, idem_http_end, COMMIT or ROLLBACK and idem_http_release, and the
+// answer of idem_http_errors for an error. What is stored, replayed, retried or answered is the
+// database's decision; this file only carries the request there and the answer back.
 
-const DEFAULTS = { scope: null, mode: 'single', lease: 30, ttl: null, heartbeat: null,
-  headers: ['Content-Type', 'Location'], fingerprint: null, prepare: false };
-// A bad key or body (docs/records.md, "SQLSTATE to HTTP"): 400, nothing stored.
-const BAD_REQUEST = new Set(['22004', '22023', '22001', '22P02', '22021', '22003', '54001']);
-// Worth the client's retry: serialization failure, deadlock, read-only (standby), shutdown,
-// too many connections, and connection failures (class 08, Node's socket errors, pg's own).
-const RETRYABLE = new Set(['40001', '40P01', '25006', '57P01', '57P02', '57P03', '53300']);
-// 4xx answers that say "later" are not stored: the retry runs the handler again.
-const NOT_STORED = new Set([408, 409, 425, 429]);
+const MODES = new Set(['single', 'two-phase', 'off']);
+const OPTIONS = new Set(['pool', 'principal', 'sharedKeySpace', 'operation', 'mode', 'leaseMs', 'ttlMs',
+  'headers', 'prepare']);
+const RENAMED = { lease: 'leaseMs', ttl: 'ttlMs', scope: 'principal', heartbeat: 'leaseMs' };
+const DEFAULT_LEASE_MS = 30000;
 
-function retryable(err) {
-  const code = String(err?.code ?? '');
-  return RETRYABLE.has(code) || code.startsWith('08') || /^E[A-Z]+$/.test(code) ||
-    (!code && /Connection terminated|timeout exceeded when trying to connect/.test(err?.message));
-}
+// Every statement goes out with parameters (the extended protocol); with `prepare` as a named
+// prepared statement, planned once per connection.
+const SQL = {
+  begin: `SELECT scope, key, attempt, run, reclaimed, status, headers, body
+    FROM idempotency.idem_http_begin($1::text, $2::text, $3::text, $4::bytea, $5::interval, $6::interval, $7::boolean)`,
+  end: 'SELECT idempotency.idem_http_end($1::text, $2::text, $3::integer, $4::integer, $5::jsonb, $6::bytea, $7::text, $8::text[]) AS stored',
+  release: 'SELECT idempotency.idem_http_release($1::text, $2::text, $3::integer) AS released',
+  answer: 'SELECT status, headers, body FROM idempotency.idem_http_answer($1::text, $2::text)',
+  heartbeat: 'SELECT idempotency.idem_heartbeat($1::text, $2::text, $3::integer, $4::interval)',
+  errors: 'SELECT sqlstate, status, headers, body FROM idempotency.idem_http_errors()',
+  grants: `SELECT f AS function FROM unnest($1::text[]) f
+    WHERE NOT pg_catalog.has_function_privilege(f::pg_catalog.regprocedure, 'EXECUTE')`,
+};
 
-// RFC 9457 problem details.
-const problem = (status, title, headers = {}) => ({ status,
-  headers: { 'Content-Type': 'application/problem+json', ...headers },
-  body: Buffer.from(JSON.stringify({ type: 'about:blank', title, status })) });
+// What the pool's role must be allowed to execute (README.md "Privileges"): the functions this
+// package calls, and those they call as their caller (SECURITY INVOKER).
+const FUNCTIONS = ['idempotency.idem_http_begin(text,text,text,bytea,interval,interval,boolean)',
+  'idempotency.idem_http_end(text,text,integer,integer,jsonb,bytea,text,text[])',
+  'idempotency.idem_http_release(text,text,integer)',
+  'idempotency.idem_http_answer(text,text)',
+  'idempotency.idem_claim(text,text,bytea,interval,interval,boolean)',
+  'idempotency.idem_complete(text,text,integer,text,jsonb,integer,bytea,jsonb)',
+  'idempotency.idem_lookup(text,text)'];
+// Two-phase mode's too: the lease's renewal, and the release of a committed claim.
+const TWO_PHASE = ['idempotency.idem_heartbeat(text,text,integer,interval)',
+  'idempotency.idem_fail(text,text,integer,boolean,jsonb,integer,bytea,jsonb)'];
 
-// The answer an error gets, or null when it is not the package's to answer (the framework's 500).
-function errorAnswer(err) {
-  if (BAD_REQUEST.has(err?.code)) return problem(400, err.message);
-  if (retryable(err)) return problem(503, 'the database is unavailable, retry', { 'Retry-After': '1' });
-  return null;
-}
+const isMs = (v) => Number.isSafeInteger(v) && v > 0;
 
-// SQL literals. By default the statements go out with the simple protocol, several in one round
-// trip (`BEGIN; claim`, `complete; COMMIT`), which the extended protocol's parameters cannot do.
-const text = (s) => `E'${String(s).replace(/\\/g, '\\\\').replace(/'/g, "''")}'`;
-const bytes = (b) => (b == null ? 'NULL' : `decode('${Buffer.from(b).toString('hex')}', 'hex')`);
-const literal = (v) => (v == null ? 'NULL' : Buffer.isBuffer(v) ? bytes(v) : typeof v === 'number' ? String(v) : text(v));
-// A statement of the package's, written once with parameters $1, $2, ...: with the prepare
-// option a named statement (node-postgres prepares it once per connection, README.md), else
-// its text with the values as literals (planned on every call, PgBouncer-safe).
-const statement = (prepare, name, sql, values) =>
-  (prepare ? { name: `idem_${name}`, text: sql, values }
-    : sql.replace(/\$(\d+)/g, (_, i) => literal(values[i - 1])));
-
+// The options, checked once: a mistake throws here, when the service is built.
 function settings(options) {
-  const o = { ...DEFAULTS, ...options };
-  if (!o.scope) throw new TypeError('idempotency: the scope option is required');
-  for (const k of ['lease', 'ttl', 'heartbeat']) {
-    if (o[k] != null && !(Number.isFinite(o[k]) && o[k] > 0)) throw new TypeError(`idempotency: ${k} must be seconds > 0`);
+  if (options === null || typeof options !== 'object') throw new TypeError('idempotency: options must be an object');
+  for (const name of Object.keys(options)) {
+    if (OPTIONS.has(name)) continue;
+    const hint = RENAMED[name] ? ` (did you mean ${RENAMED[name]}?)` : '';
+    throw new TypeError(`idempotency: unknown option ${name}${hint}; the options are ${[...OPTIONS].join(', ')}`);
   }
-  o.heartbeat ??= o.lease / 3;
-  return o;
-}
-// The allow-listed headers of an answer, as a JSON object (get: the framework's getHeader).
-function pick(get, allowed) {
-  const out = {};
-  for (const name of allowed) {
-    const v = get(name);
-    if (v !== undefined) out[name] = Array.isArray(v) ? v.join(', ') : String(v);
+  const o = { mode: 'single', sharedKeySpace: false, headers: ['Content-Type', 'Location'], prepare: false, ...options };
+  const { pool } = o;
+  if (!pool || typeof pool.query !== 'function' || typeof pool.connect !== 'function') {
+    throw new TypeError('idempotency: the pool option must be a pg.Pool (an object with query and connect)');
   }
-  return out;
+  if (!MODES.has(o.mode)) throw new TypeError(`idempotency: unknown mode ${JSON.stringify(o.mode)}; the modes are single, two-phase, off`);
+  if (typeof o.sharedKeySpace !== 'boolean') throw new TypeError('idempotency: sharedKeySpace must be true or false');
+  if (o.principal !== undefined && typeof o.principal !== 'function') {
+    throw new TypeError('idempotency: principal must be a function of the request that returns who sends it');
+  }
+  if (o.principal === undefined && !o.sharedKeySpace) {
+    throw new TypeError('idempotency: the principal option is required (a function of the request: the authenticated user), '
+      + 'or sharedKeySpace: true to share one key space among all principals');
+  }
+  if (o.operation !== undefined && typeof o.operation !== 'function') {
+    throw new TypeError('idempotency: operation must be a function of the request');
+  }
+  for (const k of ['leaseMs', 'ttlMs']) {
+    if (o[k] !== undefined && !isMs(o[k])) {
+      throw new TypeError(`idempotency: ${k} must be a positive integer number of milliseconds, not ${JSON.stringify(o[k])}`);
+    }
+  }
+  if (o.mode === 'two-phase') o.leaseMs ??= DEFAULT_LEASE_MS;
+  if (o.ttlMs !== undefined && o.leaseMs !== undefined && o.ttlMs < o.leaseMs) {
+    throw new TypeError(`idempotency: ttlMs (${o.ttlMs}) is shorter than leaseMs (${o.leaseMs})`);
+  }
+  if (!Array.isArray(o.headers) || !o.headers.every((h) => typeof h === 'string' && h !== '')) {
+    throw new TypeError('idempotency: headers must be an array of header names');
+  }
+  if (typeof o.prepare !== 'boolean') throw new TypeError('idempotency: prepare must be true or false');
+  return Object.freeze({ ...o, headers: [...o.headers] });
 }
-const resolve = (v, req) => (typeof v === 'function' ? v(req) : v);
 
-// The request body bytes: a raw body (express.raw, fastify's buffer parser, or rawBody).
-function rawBody(req) {
-  const b = req.rawBody ?? req.body;
-  if (b === undefined || b === null) return Buffer.alloc(0);
-  if (Buffer.isBuffer(b) || typeof b === 'string') return b;
-  throw new TypeError('idempotency: the raw request body is needed (express.raw(), or a buffer content-type parser)');
+const interval = (ms) => (ms === undefined ? null : `${ms} milliseconds`);
+
+// Errors of a pg call are tagged, so that one without a SQLSTATE (a lost connection, a pool
+// that cannot connect) is told from the handler's own exceptions: class 08.
+const fromDatabase = new WeakSet();
+function tag(err) {
+  if (err !== null && typeof err === 'object' && !(err instanceof TypeError)) fromDatabase.add(err);
+  throw err;
+}
+function sqlstate(err) {
+  const code = err?.code;
+  if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && (err.severity !== undefined || fromDatabase.has(err))) return code;
+  return fromDatabase.has(err) ? '08' : null;
 }
 
-// One request under an Idempotency-Key: claim(), the handler's query(), finish() or abort().
-class Idem {
-  constructor(pool, o, req) {
-    Object.assign(this, { pool, o, scope: resolve(o.scope, req), mode: resolve(o.mode, req) });
-    this.client = null; this.key = null; this.attempt = null; this.outcome = null; this.timer = null;
+// The answer of a request as the database gives it: { status, headers, body }.
+const answerOf = (row) => ({ status: row.status, headers: row.headers ?? {}, body: row.body ?? Buffer.alloc(0) });
+
+class Idempotency {
+  constructor(options) {
+    this.o = settings(options);
+    this.errors = null; // sqlstate -> answer, from idem_http_errors
+    this.loading = null;
   }
 
-  get reclaimed() { return this.outcome === 'reclaimed'; }
-
-  // null: run the handler; otherwise the answer to send as it is (replay, 409, 422).
-  async claim(req, header) {
-    try {
-      return await (this.mode === 'off' ? this.begin().then(() => null) : this.claimKey(req, header));
-    } catch (err) {
-      await this.end('ROLLBACK');
+  // The start check: the error map, and EXECUTE on every function the package needs. Rejects
+  // with what is wrong (the pool cannot connect, the extension is missing or older, a GRANT).
+  ready() {
+    if (this.errors) return Promise.resolve(this);
+    this.loading ??= this.load().then(() => this, (err) => {
+      this.loading = null; // the next call tries again
       throw err;
-    }
+    });
+    return this.loading;
   }
 
-  // The claim alone keeps its custom scan and a cheap plan (planned on every call, as behind
-  // PgBouncer); only an outcome that does not run the handler asks idem_http_answer, with the
-  // claim's row as text, in the statement that also ends the transaction.
-  async claimKey(req, header) {
-    const { scope, o } = this;
-    const lease = this.mode === 'two-phase' ? o.lease : null;
-    const [fingerprint, hashed] = this.fingerprint(req);
-    const sql = this.sql(hashed ? 'claim_body' : 'claim', `SELECT c.outcome, c.attempt,
-      idempotency.idem_key_from_header($2::text) AS key,
-      CASE WHEN c.outcome NOT IN ('claimed', 'reclaimed') THEN ROW(c.outcome, c.attempt, c.resource_id,
-        c.response, c.response_status, c.lease_expires_at, c.expires_at, c.response_body,
-        c.response_headers)::idempotency.idem_claim_result::text END AS claim
-      FROM idempotency.idem_claim($1::text, idempotency.idem_key_from_header($2::text),
-        ${hashed ? 'idempotency.idem_fingerprint($3::bytea)' : '$3::bytea'},
-        lease => make_interval(secs => $4::float8), ttl => make_interval(secs => $5::float8)) c`,
-    [scope, header, fingerprint, lease, o.ttl]);
+  async load() {
+    const { pool } = this.o;
+    const needed = { single: FUNCTIONS, 'two-phase': [...FUNCTIONS, ...TWO_PHASE], off: [] }[this.o.mode];
+    let rows; let missing;
+    try {
+      ({ rows } = await pool.query(this.sql('errors', [])));
+      ({ rows: missing } = await pool.query(this.sql('grants', [needed])));
+    } catch (err) {
+      throw Object.assign(new Error(`idempotency: the start check failed: ${err.message}`
+        + (err.code === '42883' || err.code === '3F000' ? ' (is the extension idempotency 2.0.0 or later installed in this database?)' : '')),
+      { cause: err, code: err.code });
+    }
+    if (missing.length) {
+      throw new Error(`idempotency: the pool's role may not execute ${missing.map((r) => r.function).join(', ')}: `
+        + 'GRANT EXECUTE ON FUNCTION ... TO it (README.md "Privileges")');
+    }
+    const map = new Map(rows.map((r) => [r.sqlstate, r]));
+    if (!map.has(null) || !map.get('IK002')?.status) throw new Error('idempotency: idem_http_errors() has no fallback or IK002 row');
+    this.errors = map;
+  }
+
+  sql(name, values) {
+    return this.o.prepare ? { name: `idem_http_${name}`, text: SQL[name], values } : { text: SQL[name], values };
+  }
+
+  // The map's row for an error: its SQLSTATE, else its class, else the fallback (NULL).
+  mapped(err) {
+    const code = sqlstate(err);
+    return (code && (this.errors.get(code) ?? this.errors.get(code.slice(0, 2)))) ?? this.errors.get(null);
+  }
+
+  // One request's attempt (lib/express.js, lib/fastify.js).
+  attempt() { return new Attempt(this); }
+}
+
+// One request: start() claims, query() is the handler's transaction, finish() stores the
+// handler's answer or releases the key, fail() is the error path. Each returns the answer to
+// send instead of the handler's, or null to send the handler's own.
+class Attempt {
+  constructor(idem) {
+    this.idem = idem;
+    this.o = idem.o;
+    this.mode = this.o.mode;
+    this.client = null; // the request's transaction
+    this.inTx = false;
+    this.opening = null;
+    this.begun = null;
+    this.timer = null;
+    this.run = null; // idem_http_begin's row once the handler may run
+    this.resourceId = undefined;
+    this.ended = false;
+  }
+
+  get scope() { return this.run?.scope ?? null; }
+
+  get key() { return this.run?.key ?? null; }
+
+  get attempt() { return this.run?.attempt ?? null; }
+
+  get reclaimed() { return this.run?.reclaimed ?? false; }
+
+  // request: { principal, operation, key (the header's raw value or null), body (Buffer) }.
+  // Returns null (run the handler) or the answer to send.
+  async start(request) {
+    const { o } = this;
+    if (this.mode === 'off') return null;
+    const begin = this.idem.sql('begin', [request.principal, request.operation, request.key, request.body,
+      interval(o.leaseMs), interval(o.ttlMs), o.sharedKeySpace]);
     let row;
-    if (this.mode === 'two-phase') {
-      row = (await this.pool.query(sql)).rows[0];
-    } else {
-      this.client = await this.pool.connect();
-      row = (await this.inTx('BEGIN', sql, null)).rows[0];
+    try {
+      if (this.mode === 'two-phase') {
+        row = (await o.pool.query(begin).catch(tag)).rows[0];
+      } else {
+        await this.connect();
+        this.inTx = true;
+        row = (await this.pair('BEGIN', begin)).rows[0];
+      }
+    } catch (err) {
+      return this.fail(err);
     }
-    Object.assign(this, { key: row.key, attempt: row.attempt, outcome: row.outcome });
-    if (row.claim !== null) {
-      const answer = this.sql('answer', 'SELECT status, headers, body FROM idempotency.idem_http_answer($1::idempotency.idem_claim_result)',
-        [row.claim]);
-      if (!this.client) return (await this.pool.query(answer)).rows[0];
-      const { rows: [a] } = await this.inTx(null, answer, 'COMMIT');
-      await this.end(null);
-      return a;
+    if (!row.run) {
+      await this.close('ROLLBACK');
+      return answerOf(row);
     }
+    this.run = row;
     if (this.mode === 'two-phase') this.beat();
     return null;
   }
 
-  // The claim's fingerprint as [bytes, hashed]: idem_fingerprint of the raw body (hashed; none
-  // for an empty body), the bytes of the fingerprint option's function, or none (false).
-  fingerprint(req) {
-    const f = this.o.fingerprint;
-    if (f === false) return [null, false];
-    if (f) return [Buffer.from(f(req)), false];
-    const body = Buffer.from(rawBody(req));
-    return body.length ? [body, true] : [null, false];
+  async connect() {
+    this.client = await this.o.pool.connect().catch(tag);
   }
 
-  sql(name, text, values) { return statement(this.o.prepare, name, text, values); }
-
-  // s between `BEGIN` and/or before `COMMIT` (either null) in the request's transaction; s's
-  // result. One round trip: one query string (simple protocol), or, with prepare, on a pipelined
-  // client (node-postgres' `pipeline` option); otherwise a round trip per statement.
-  async inTx(before, s, after) {
-    const all = [before, s, after].filter(Boolean);
-    let results;
-    if (typeof s === 'string') results = [].concat(await this.run(all.join('; ')));
-    else if (this.client.pipeline) results = await Promise.all(all.map((q) => this.run(q)));
-    else {
-      results = [];
-      for (const q of all) results.push(await this.run(q));
-    }
-    return results[before ? 1 : 0];
+  // Two statements in one round trip on a pipelined client (pg's `pipeline` option), else two;
+  // the second's result.
+  async pair(first, second) {
+    const c = this.client;
+    if (c.pipeline) return (await Promise.all([c.query(first), c.query(second)]).catch(tag))[1];
+    await c.query(first).catch(tag);
+    return c.query(second).catch(tag);
   }
 
-  async begin() {
-    this.client ??= await this.pool.connect();
-    await this.run('BEGIN');
-  }
-
-  // A statement of the handler's: the request's transaction (two-phase: the final one, begun by
-  // the first query after the handler's work outside any transaction).
+  // A statement of the handler's, in the request's transaction (two-phase and off: begun with
+  // the handler's first statement; on a pipelined client in the same round trip). The arguments
+  // are client.query's.
   async query(...args) {
-    if (!this.client) await this.begin();
-    return this.client.query(...args);
+    if (this.ended) throw new Error('idempotency: the request\'s transaction has ended (a statement after the answer)');
+    if (!this.inTx) {
+      this.opening ??= this.open();
+      await this.opening;
+    }
+    const result = this.client.query(...args).catch(tag);
+    const begun = this.begun;
+    this.begun = null;
+    if (begun) {
+      result.catch(() => {});
+      await begun;
+    }
+    return result;
+  }
+
+  async open() {
+    if (!this.client) await this.connect();
+    const begun = this.client.query('BEGIN').catch(tag);
+    if (this.client.pipeline) {
+      begun.catch(() => {});
+      this.begun = begun;
+    } else {
+      await begun;
+    }
+    this.inTx = true;
   }
 
   beat() {
-    const sql = this.sql('heartbeat', 'SELECT idempotency.idem_heartbeat($1::text, $2::text, $3::integer, make_interval(secs => $4::float8))',
-      [this.scope, this.key, this.attempt, this.o.lease]);
-    this.timer = setInterval(() => this.pool.query(sql).catch(() => {}), this.o.heartbeat * 1000);
+    const s = this.idem.sql('heartbeat', [this.scope, this.key, this.attempt, interval(this.o.leaseMs)]);
+    this.timer = setInterval(() => this.o.pool.query(s).catch(() => {}), Math.max(1, Math.floor(this.o.leaseMs / 3)));
     this.timer.unref();
   }
 
-  // The handler answered: store it (or not) and commit. Returns null to send the handler's own
-  // answer, or the answer to send instead (409 when fenced, what is stored when already done).
+  // The handler answered status, headers (every header: name -> string) and body (Buffer).
   async finish(status, headers, body) {
-    try {
-      if (this.mode === 'off') return status < 500 ? await this.end('COMMIT') : await this.end('ROLLBACK');
-      if (status >= 500 || NOT_STORED.has(status)) return await this.abort();
-      const stored = 'response_status => $5::integer, response_body => $6::bytea, response_headers => $7::jsonb';
-      const call = status < 400
-        ? this.sql('complete', `SELECT idempotency.idem_complete($1::text, $2::text, $3::integer, resource_id => $4::text, ${stored})`,
-          [this.scope, this.key, this.attempt, this.resource(headers), status, Buffer.from(body), JSON.stringify(headers)])
-        : this.sql('fail', `SELECT idempotency.idem_fail($1::text, $2::text, $3::integer, retryable => $4::boolean, ${stored})`,
-          [this.scope, this.key, this.attempt, 'false', status, Buffer.from(body), JSON.stringify(headers)]);
-      if (this.client) await this.inTx(null, call, 'COMMIT');
-      else await this.pool.query(call);
-      return this.end(null);
-    } catch (err) {
-      await this.end('ROLLBACK');
-      if (err.code === 'IK002') return problem(409, 'taken over by a retry of this request', { 'Retry-After': '1' });
-      if (err.code !== 'IK003') {
-        await this.abort(); // two-phase: the key is left claimable
-        throw err;
-      }
-      const { rows: [a] } = await this.pool.query(this.sql('answer_key',
-        'SELECT status, headers, body FROM idempotency.idem_http_answer($1::text, $2::text)', [this.scope, this.key]));
-      return a.status === null ? problem(409, 'retry this request', { 'Retry-After': '1' }) : a;
-    }
-  }
-
-  // The handler threw or answered 5xx: nothing of it is kept. Single mode rolls the claim back;
-  // two-phase records a retryable failure, so that the retry claims anew.
-  async abort() {
-    await this.end('ROLLBACK');
-    if (this.mode === 'two-phase' && this.attempt !== null) {
-      await this.pool.query(this.sql('retry', 'SELECT idempotency.idem_fail($1::text, $2::text, $3::integer, retryable => true)',
-        [this.scope, this.key, this.attempt]))
-        .catch(() => {}); // fenced or gone: the key's next owner decides
-    }
-    return null;
-  }
-
-  run(sql) { return this.client.query(sql); }
-
-  // resource_id: what the handler set (req.idem.resourceId), else the Location's last segment.
-  resource(headers) {
-    const location = Object.entries(headers).find(([k]) => k.toLowerCase() === 'location')?.[1];
-    const id = this.resourceId ?? location?.split('?')[0].split('/').filter(Boolean).pop();
-    return id == null ? null : String(id);
-  }
-
-  // Ends the transaction (statement null: it has ended), stops the heartbeat, returns the
-  // client; a failed COMMIT is thrown, a failed ROLLBACK only discards the connection.
-  async end(statement) {
     clearInterval(this.timer);
-    const client = this.client;
-    this.client = null;
-    if (!client) return null;
+    this.ended = true;
     try {
-      if (statement) await client.query(statement);
+      if (this.mode === 'off') {
+        await this.close('COMMIT', true);
+        return null;
+      }
+      const end = this.idem.sql('end', [this.scope, this.key, this.attempt, status, JSON.stringify(headers), body,
+        this.resourceId == null ? null : String(this.resourceId), this.o.headers]);
+      // No transaction of the handler's (two-phase, nothing written): idem_http_end on its own.
+      const { rows: [{ stored }] } = await (this.inTx ? this.client.query(end) : this.o.pool.query(end)).catch(tag);
+      if (stored) {
+        await this.close('COMMIT', true);
+        return null;
+      }
+      await this.close('ROLLBACK');
+      await this.release();
+      return null;
+    } catch (err) {
+      return this.fail(err);
+    }
+  }
+
+  // Any error between the start and the end's COMMIT, the handler's exceptions among them: roll
+  // back, release the key, and the map's answer.
+  async fail(err) {
+    clearInterval(this.timer);
+    this.ended = true;
+    await this.close('ROLLBACK');
+    if (this.run) await this.release();
+    const idem = this.idem;
+    let row = idem.mapped(err);
+    if (row.sqlstate === 'IK003') { // another attempt finished: its answer
+      try {
+        const { rows: [a] } = await this.o.pool.query(idem.sql('answer', [this.scope, this.key]));
+        row = a?.status == null ? idem.errors.get('IK002') : a;
+      } catch (e) {
+        row = idem.mapped(e);
+        if (row.sqlstate === 'IK003') row = idem.errors.get('IK002');
+      }
+    }
+    return answerOf(row);
+  }
+
+  async release() {
+    const { run } = this;
+    this.run = { ...run, released: true };
+    if (run.released) return;
+    await this.o.pool.query(this.idem.sql('release', [run.scope, run.key, run.attempt])).catch(() => {});
+  }
+
+  // Ends the transaction and gives the connection back. A failed COMMIT is thrown (rethrow:
+  // the error path); a failed ROLLBACK discards the connection.
+  async close(statement, rethrow = false) {
+    const client = this.client;
+    const inTx = this.inTx;
+    this.client = null;
+    this.inTx = false;
+    this.opening = null;
+    this.begun = null;
+    if (!client) return;
+    try {
+      if (inTx) await client.query(statement);
       client.release();
     } catch (err) {
       client.release(err);
-      if (statement === 'COMMIT') throw err;
+      if (rethrow) tag(err);
     }
-    return null;
   }
 }
 
-module.exports = { Idem, settings, errorAnswer, problem, pick, rawBody, retryable, text, bytes };
+module.exports = { Idempotency, settings, sqlstate, SQL, FUNCTIONS, TWO_PHASE };

@@ -1,62 +1,95 @@
 'use strict';
-// Fastify route hooks (README.md): app.post(path, idempotency.fastify(pool, options), handler),
-// with a buffer content-type parser; the handler finds its transaction in request.idem, and its
-// serialized answer is stored and committed in onSend, before it goes out.
-const { Idem, settings, errorAnswer, problem, pick } = require('./core');
+// Fastify (README.md): idem.fastify() is a route's options (hooks); idem.fastifyPlugin checks the
+// database when the app starts (onReady). preParsing keeps the body's exact bytes whatever the
+// content-type parser makes of them, preHandler calls idem_http_begin, the handler finds its
+// transaction in request.idem, onSend hands the serialized answer to idem_http_end before it
+// goes out (or puts the database's answer in its place), onError takes a thrown handler to the
+// error path (the answer of idem_http_errors, the key released).
+const { Transform } = require('node:stream');
+const { describe, handle, headersOf } = require('./request');
 
-function answer(reply, a) {
+const RAW = Symbol('idempotency raw body');
+const ATTEMPT = Symbol('idempotency attempt');
+const ERROR = Symbol('idempotency error answer');
+
+function replace(reply, a) {
   for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
-  return reply.code(a.status).headers(a.headers ?? {}).send(a.body);
+  reply.code(a.status).headers(a.headers);
 }
 
-function fastify(pool, options) {
-  const o = settings(options);
+function fastify(idem) {
+  const { o } = idem;
   return {
+    async preParsing(request, reply, payload) {
+      const chunks = [];
+      request[RAW] = chunks;
+      const tee = new Transform({
+        transform(chunk, encoding, done) {
+          chunks.push(chunk);
+          done(null, chunk);
+        },
+      });
+      payload.on('error', (err) => tee.destroy(err));
+      return payload.pipe(tee);
+    },
     async preHandler(request, reply) {
-      const idem = new Idem(pool, o, request);
-      const header = request.headers['idempotency-key'];
-      if (header === undefined && idem.mode !== 'off') return answer(reply, problem(400, 'Idempotency-Key header required'));
-      let a;
-      try {
-        a = await idem.claim(request, header);
-      } catch (err) {
-        a = errorAnswer(err);
-        if (!a) throw err;
+      await idem.ready();
+      const body = Buffer.concat(request[RAW] ?? []);
+      const req = await describe(o, request, request.routeOptions.url, body);
+      const attempt = idem.attempt();
+      const early = await attempt.start(req);
+      if (early) {
+        replace(reply, early);
+        return reply.send(early.body);
       }
-      if (a) return answer(reply, a);
-      request.idem = idem;
+      request[ATTEMPT] = attempt;
+      request.idem = handle(attempt);
       return undefined;
     },
-    // The handler threw: nothing of it is kept (single: rollback; two-phase: retryable failure).
-    async onError(request) {
-      const idem = request.idem;
-      if (idem && !idem.done) await Object.assign(idem, { done: true }).abort();
+    // The handler threw (or rejected): the error path now; onSend then sends its answer in
+    // place of the error handler's.
+    async onError(request, reply, error) {
+      const attempt = request[ATTEMPT];
+      if (!attempt || request[ERROR]) return;
+      request[ATTEMPT] = null;
+      request[ERROR] = await attempt.fail(error);
     },
     async onSend(request, reply, payload) {
-      const idem = request.idem;
-      if (!idem || idem.done) return payload;
-      idem.done = true;
-      if (payload != null && typeof payload !== 'string' && !Buffer.isBuffer(payload)) {
-        await idem.abort();
-        throw new TypeError('idempotency: a streamed answer cannot be stored');
-      }
-      let a;
-      try {
-        a = await idem.finish(reply.statusCode, pick((n) => reply.getHeader(n), o.headers), Buffer.from(payload ?? ''));
-      } catch (err) {
-        a = errorAnswer(err);
-        if (!a) throw err;
+      let a = request[ERROR];
+      const attempt = request[ATTEMPT];
+      if (!a && !attempt) return payload;
+      request[ATTEMPT] = null;
+      request[ERROR] = null;
+      if (!a) {
+        if (payload != null && typeof payload !== 'string' && !Buffer.isBuffer(payload)) {
+          a = await attempt.fail(new TypeError('idempotency: a streamed answer cannot be stored'));
+        } else {
+          a = await attempt.finish(reply.statusCode, headersOf(Object.keys(reply.getHeaders()), (n) => reply.getHeader(n), o.headers),
+            Buffer.from(payload ?? ''));
+        }
       }
       if (!a) return payload;
-      for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
-      reply.code(a.status).headers(a.headers ?? {});
+      replace(reply, a);
       return a.body;
     },
-    // A request that ended before onSend (the client went away): the connection goes back.
+    // A request that ended without onSend (the client went away first): nothing of it is kept.
     async onResponse(request) {
-      if (request.idem && !request.idem.done) await request.idem.abort();
+      const attempt = request[ATTEMPT];
+      request[ATTEMPT] = null;
+      if (attempt) await attempt.fail(new Error('the request ended before its answer'));
     },
   };
 }
 
-module.exports = { fastify };
+// app.register(idem.fastifyPlugin): the start check (idem.ready()) in onReady, so that a service
+// whose database, extension or grants are wrong fails at app.ready() / app.listen().
+function plugin(idem) {
+  const p = async function idempotencyPlugin(app) {
+    app.addHook('onReady', async () => { await idem.ready(); });
+  };
+  p[Symbol.for('skip-override')] = true;
+  p[Symbol.for('fastify.display-name')] = 'idempotency-pg';
+  return p;
+}
+
+module.exports = { fastify, plugin };

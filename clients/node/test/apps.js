@@ -1,47 +1,56 @@
 'use strict';
-// The tests' services: one route, POST /pay, on Express and on Fastify, whose handler inserts a
-// row in its request's transaction and answers what the request's x-answer header asks for
-// (201 with Location by default, "throw" after the INSERT, or a status). x-sleep: milliseconds
-// before the INSERT (a slow handler); x-etag: an ETag header on the answer.
-const { setTimeout: sleep } = require('node:timers/promises');
-const idempotency = require('..');
+// The tests' services on Express and on Fastify: routes given as { method, path, idem, handler,
+// plugins }, where handler(ctx) is framework-neutral: ctx has idem (req.idem / request.idem),
+// headers, body (the raw bytes the route received) and answer(status, headers, body) (Buffer or
+// string, sent as is, no header of the framework's own but Content-Length).
 
-async function work(idem, headers) {
-  await sleep(Number(headers['x-sleep'] ?? 0));
-  const { rows: [row] } = await idem.query('INSERT INTO t (v) VALUES ($1) RETURNING id, v', [headers['x-value'] ?? 'é ✓']);
-  const answer = headers['x-answer'] ?? '201';
-  if (answer === 'throw') throw new Error('the handler fails after its INSERT');
-  return { status: Number(answer), row, attempt: idem.attempt, reclaimed: idem.reclaimed };
-}
-
-function express(pool, options) {
-  const app = require('express')();
-  app.post('/pay', require('express').raw({ type: () => true }), idempotency.express(pool, options), async (req, res) => {
-    const { status, row, ...rest } = await work(req.idem, req.headers);
-    if (req.headers['x-etag']) res.set('ETag', req.headers['x-etag']);
-    res.status(status).location(`/pay/${row.id}`).json({ ...row, ...rest });
-  });
-  return listen((port) => new Promise((ok) => { const s = app.listen(port, '127.0.0.1', () => ok(s)); }),
+function express(routes, { prefix = '' } = {}) {
+  const expressLib = require('express');
+  const app = expressLib();
+  app.set('env', 'test'); // the framework's own 500s (a refused body) are not logged
+  const router = expressLib.Router();
+  for (const r of routes) {
+    router[r.method ?? 'post'](r.path, ...(r.before ?? [expressLib.raw({ type: () => true })]), r.idem.express(async (req, res) => {
+      await r.handler({ idem: req.idem, headers: req.headers, body: req.body, params: req.params,
+        answer: (status, headers, body) => { res.writeHead(status, headers ?? {}); res.end(Buffer.from(body ?? '')); } });
+    }));
+  }
+  app.use(prefix || '/', router);
+  return listen((port) => new Promise((ok, fail) => { const s = app.listen(port, '127.0.0.1', (err) => (err ? fail(err) : ok(s))); }),
     (s) => new Promise((ok) => s.close(ok)));
 }
 
-function fastify(pool, options) {
+function fastify(routes, { prefix = '', json = false, register = [] } = {}) {
   const app = require('fastify')();
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, body, done) => done(null, body));
-  app.post('/pay', idempotency.fastify(pool, options), async (request, reply) => {
-    const { status, row, ...rest } = await work(request.idem, request.headers);
-    if (request.headers['x-etag']) reply.header('ETag', request.headers['x-etag']);
-    return reply.code(status).header('Location', `/pay/${row.id}`).send({ ...row, ...rest });
-  });
-  return listen(() => app.listen({ port: 0, host: '127.0.0.1' }).then(() => app.server), () => app.close());
+  for (const p of register) app.register(p);
+  app.register(async (scope) => {
+    if (!json) {
+      scope.removeAllContentTypeParsers();
+      scope.addContentTypeParser('*', { parseAs: 'buffer' }, (request, body, done) => done(null, body));
+    }
+    for (const r of routes) {
+      scope[r.method ?? 'post'](r.path, r.idem.fastify(), async (request, reply) => {
+        let sent;
+        await r.handler({ idem: request.idem, headers: request.headers, body: request.body, params: request.params,
+          answer: (status, headers, body) => { sent = reply.code(status).headers(headers ?? {}).send(Buffer.from(body ?? '')); } });
+        return sent ?? reply;
+      });
+    }
+  }, { prefix });
+  return listen(() => app.listen({ port: 0, host: '127.0.0.1' }).then(() => app.server), () => app.close(), app);
 }
 
-// Starts a service on a free port: { url, close() }.
-async function listen(start, stop) {
+// Starts a service on a free port: { base, app, close() }.
+async function listen(start, stop, app) {
   const server = await start(0);
-  const url = `http://127.0.0.1:${server.address().port}/pay`;
-  return { url, close: () => { server.closeAllConnections?.(); return stop(server); } };
+  const base = `http://127.0.0.1:${server.address().port}`;
+  return { base, app, close: () => { server.closeAllConnections?.(); return stop(server); } };
 }
 
-module.exports = { express, fastify };
+// One request: { status, headers (a Headers), body (Buffer) }.
+async function send(url, { method = 'POST', headers = {}, body } = {}) {
+  const r = await fetch(url, { method, headers, body, redirect: 'manual' });
+  return { status: r.status, headers: r.headers, body: Buffer.from(await r.arrayBuffer()) };
+}
+
+module.exports = { express, fastify, send, frameworks: { express, fastify } };

@@ -1,228 +1,229 @@
-"""The request's flow (idempotency._core.flow), driven by a scripted fake driver: which SQL it
-sends in which step, what it answers, what it stores, for every outcome and error. No database:
-the examples stage (test/examples/http_test.py) runs the same flow against PostgreSQL.
-Run: python3 -m unittest discover -s clients/python/tests (with clients/python/src importable)."""
-import json
-import os
-import re
-import sys
-import unittest
+"""Without a database: the options' checks, and the request's flow (idempotency._core.flow)
+driven by a scripted fake driver: which statements it sends in which step and what it answers,
+in each mode and on each error path. The contract itself (what is stored, the error map) is the
+database's: the conformance tests run it."""
 from datetime import timedelta
 
 import psycopg
+import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
-from idempotency import Handle, Options  # noqa: E402
-from idempotency import _core as core  # noqa: E402
+from idempotency import ConfigurationError, Options
+from idempotency import _core as core
 
 BODY = b'{"amount": 1}'
 CREATED = (201, [(b"content-type", b"application/json"), (b"location", b"/v1/payments/p7"),
-                 (b"x-request-id", b"r1")], b'{"id":"p7"}')
+                 (b"set-cookie", b"a=1"), (b"Set-Cookie", b"b=2")], b'{"id":"p7"}')
+ERRORS = core.ErrorMap([
+    ("IK002", 409, {"Retry-After": "1"}, b"ik002", True),
+    ("IK003", None, None, None, False),
+    ("40001", 503, {"Retry-After": "1"}, b"retry", True),
+    ("08", 503, {"Retry-After": "1"}, b"class 08", True),
+    (None, 500, {"Content-Type": "application/problem+json"}, b"failed", False),
+])
+RUN = ("u/POST /p", "k-1", 1, True, False, None, None, None)
 
 
-def error(sqlstate):
-    e = psycopg.Error(f"error {sqlstate}")
+def error(sqlstate, cls=psycopg.Error):
+    e = cls(f"error {sqlstate}")
     e.sqlstate = sqlstate
     return e
 
 
 class Driver:
-    """Runs flow()'s steps as the real drivers do, answering from a script: for each step kind,
-    a list of results (an exception is raised into the flow). Records the steps."""
+    """Runs flow()'s steps as the real drivers do, answering from a script: per step kind a
+    list of results (an exception is raised into the flow). Records the steps."""
 
     def __init__(self, **script):
         self.script = {k: list(v) for k, v in script.items()}
         self.steps = []
 
     def run(self, h, header="k-1", body=BODY):
-        steps, value, err = core.flow(h, header, body), None, None
-        while True:
-            try:
-                step = steps.throw(err) if err else steps.send(value)
-            except StopIteration as stop:
-                return stop.value
-            value = err = None
+        def do(step):
             self.steps.append(step)
-            kind, arg = step
+            kind, _ = step
             if kind == core.TX and h._conn is None:
                 h._conn = "conn"
-            if kind == core.BEAT:
-                continue
+            if kind == core.PUT:
+                h._conn = None
+            if kind in (core.BEAT, core.PUT):
+                return None
             answer = self.script[kind].pop(0) if self.script.get(kind) else None
             if isinstance(answer, BaseException):
-                err = answer
-            else:
-                value = answer
+                raise answer
+            return answer() if callable(answer) else answer
+        return core.run(core.flow(h, header, body), do)
 
     def sql(self):
-        """The steps as (kind, first words of each statement)."""
-        out = []
-        for kind, arg in self.steps:
-            if kind in (core.TX, core.AUTO):
-                out.append((kind, [label(s) for s, _ in arg]))
-            else:
-                out.append((kind, arg))
-        return out
+        """The steps as (kind, what each statement calls)."""
+        return [(kind, [label(s) for s, _ in arg]) if kind in (core.TX, core.AUTO) else (kind, arg)
+                for kind, arg in self.steps]
 
 
-def label(sql):
-    """claim, the idem_* function a statement calls, or the statement (BEGIN, COMMIT)."""
-    if "idempotency.idem_claim(" in sql:
-        return "claim"
-    m = re.search(r"idem_\w+", sql)
-    return m.group(0) if m else sql
+def label(statement):
+    if "1 / idempotency.idem_http_end" in statement:
+        return "1 / idem_http_end"
+    for name in ("idem_http_begin", "idem_http_end", "idem_http_release", "idem_http_answer"):
+        if name in statement:
+            return name
+    return statement
 
 
-CLAIMED = ("claimed", 1, "k-1", None, None, None)
+def handle(mode="single", **kw):
+    return core.Handle(Options(mode=mode, **kw), None, "POST /p", ERRORS)
 
 
-class SingleMode(unittest.TestCase):
-    def test_claimed_result_is_completed_with_the_commit(self):
-        d = Driver(tx=[CLAIMED, None], app=[CREATED])
-        h = Handle(Options("payments"), None)
-        self.assertEqual(d.run(h), CREATED)
-        self.assertEqual(d.sql(), [
-            ("tx", ["BEGIN", "claim"]),
-            ("app", None), ("tx", ["idem_complete", "COMMIT"])])
-        args = d.steps[-1][1][0][1]
-        self.assertEqual(args[:6], ("payments", "k-1", 1, "p7", 201, b'{"id":"p7"}'))
-        self.assertEqual(args[6].obj, {"Content-Type": "application/json",
-                                       "Location": "/v1/payments/p7"})  # not X-Request-Id
-
-    def test_claim_gets_the_header_scope_and_raw_body(self):
-        d = Driver(tx=[CLAIMED, None], app=[CREATED])
-        d.run(Handle(Options("payments"), None), header='"k-1"')
-        sql, params = d.steps[0][1][1]
-        self.assertIn("idempotency.idem_fingerprint(%(body)s::bytea)", sql)
-        self.assertNotIn("lease =>", sql)
-        self.assertEqual((params["header"], params["scope"], params["body"]),
-                         ('"k-1"', "payments", BODY))
-
-    def test_replayed_answer_is_sent_as_stored_and_the_handler_not_run(self):
-        stored = (200, {"Idempotent-Replayed": "true"}, b"abc")
-        d = Driver(tx=[("replayed", 1, "k-1") + stored])
-        self.assertEqual(d.run(Handle(Options("payments"), None)), stored)
-        self.assertEqual([k for k, _ in d.steps], ["tx"])
-
-    def test_missing_key_is_400_before_any_sql(self):
-        d = Driver()
-        status, headers, body = d.run(Handle(Options("payments"), None), header=None)
-        self.assertEqual((status, headers["Content-Type"], d.steps), (400, "application/problem+json", []))
-        self.assertEqual(json.loads(body)["status"], 400)
-
-    def test_claim_refusals_are_400_and_others_propagate(self):
-        for state in sorted(core.BAD_REQUEST):
-            d = Driver(tx=[error(state)])
-            self.assertEqual(d.run(Handle(Options("payments"), None))[0], 400, state)
-        self.assertEqual(Driver(tx=[error("40001")]).run(Handle(Options("p"), None))[0], 503)
-        d = Driver(tx=[error("42883")])  # no idem_http_answer: an old extension
-        with self.assertRaises(psycopg.Error):
-            d.run(Handle(Options("payments"), None))
-
-    def test_handler_exception_rolls_back_and_propagates(self):
-        d = Driver(tx=[CLAIMED, None], app=[RuntimeError("boom")])
-        with self.assertRaisesRegex(RuntimeError, "boom"):
-            d.run(Handle(Options("payments"), None))
-        self.assertEqual(d.sql()[-1], ("tx", ["ROLLBACK"]))
-        self.assertNotIn("idem_fail", str(d.sql()))
-
-    def test_4xx_and_5xx_are_sent_not_stored(self):
-        for status in (400, 404, 422, 500, 503):
-            answer = (status, [], b"no")
-            d = Driver(tx=[CLAIMED, None], app=[answer])
-            self.assertEqual(d.run(Handle(Options("payments"), None)), answer)
-            self.assertEqual(d.sql()[-1], ("tx", ["ROLLBACK"]), status)
-
-    def test_ik003_answers_what_the_other_attempt_stored(self):
-        stored = (201, {"Location": "/v1/payments/p1"}, b"first")
-        d = Driver(tx=[CLAIMED, error("IK003"), None], app=[CREATED], auto=[stored])
-        self.assertEqual(d.run(Handle(Options("payments"), None)), stored)
-        self.assertEqual(d.sql()[-2:], [("tx", ["ROLLBACK"]), ("auto", ["idem_http_answer"])])
-
-    def test_ik002_propagates_to_a_409(self):
-        d = Driver(tx=[CLAIMED, error("IK002")], app=[CREATED])
-        with self.assertRaises(psycopg.Error) as cm:
-            d.run(Handle(Options("payments"), None))
-        status, headers, _ = core.error_answer(cm.exception)
-        self.assertEqual((status, headers["Retry-After"]), (409, "1"))
-
-    def test_resource_id_set_by_the_handler_wins(self):
-        h = Handle(Options("payments"), None)
-        h.resource_id = "custom"
-        d = Driver(tx=[CLAIMED, None], app=[CREATED])
-        d.run(h)
-        self.assertEqual(d.steps[-1][1][0][1][3], "custom")
+def test_single_stored_commits_in_the_requests_transaction():
+    d = Driver(principal=["u"], tx=[RUN, None], app=[CREATED])
+    h = handle()
+    assert d.run(h) == CREATED
+    assert d.sql() == [("principal", None), ("tx", ["BEGIN", "idem_http_begin"]), ("app", None),
+                       ("tx", ["1 / idem_http_end", "COMMIT"])]
+    params = d.steps[1][1][1][1]
+    assert (params["principal"], params["operation"], params["header"], params["body"],
+            params["shared"]) == ("u", "POST /p", "k-1", BODY, False)
+    scope, key, attempt, status, headers, body, rid, stored = d.steps[3][1][0][1]
+    assert (scope, key, attempt, status, body, rid, stored) == (
+        "u/POST /p", "k-1", 1, 201, b'{"id":"p7"}', None, ["Content-Type", "Location"])
+    # every header as the framework names it, a repeated one's values joined
+    assert headers.obj == {"content-type": "application/json", "location": "/v1/payments/p7",
+                           "set-cookie": "a=1, b=2"}
 
 
-class TwoPhaseMode(unittest.TestCase):
-    def opts(self):
-        return Options("payments-two-phase", mode="two-phase", lease=6)
+def test_not_stored_rolls_back_then_releases():
+    """idem_http_end false: its 1 / 0 aborts the transaction before the COMMIT sent with it."""
+    d = Driver(principal=["u"], tx=[RUN, error("22012"), None, None], app=[(503, [], b"down")])
+    assert d.run(handle()) == (503, [], b"down")
+    assert d.sql()[-3:] == [("tx", ["1 / idem_http_end", "COMMIT"]), ("tx", ["ROLLBACK"]),
+                            ("auto", ["idem_http_release"])]
 
-    def test_claim_commits_alone_with_the_lease_and_a_heartbeat_runs(self):
-        d = Driver(auto=[CLAIMED, None], app=[CREATED])
-        h = Handle(self.opts(), None)
-        self.assertEqual(d.run(h), CREATED)
-        self.assertEqual(d.sql(), [
-            ("auto", ["claim"]), ("beat", True),
-            ("app", None), ("beat", False), ("auto", ["idem_complete"])])
-        sql, params = d.steps[0][1][0]
-        self.assertIn("lease => %(lease)s", sql)
-        self.assertEqual((params["lease"], h.options.heartbeat), (timedelta(seconds=6), 2.0))
 
-    def test_handler_transaction_commits_with_the_result(self):
-        d = Driver(auto=[("reclaimed", 2, "k-1", None, None, None)], app=[CREATED], tx=[None])
-        h = Handle(self.opts(), None)
+def test_the_databases_answer_is_sent_and_the_handler_not_run():
+    answer = (200, {"Idempotent-Replayed": "true"}, b"abc")
+    d = Driver(principal=["u"], tx=[("u/POST /p", "k-1", None, False, None) + answer, None])
+    assert d.run(handle()) == answer
+    assert d.sql() == [("principal", None), ("tx", ["BEGIN", "idem_http_begin"]), ("tx", ["ROLLBACK"])]
+
+
+def test_two_phase_claims_alone_beats_and_stores_without_a_transaction():
+    d = Driver(principal=["u"], auto=[RUN, (True,)], app=[CREATED])
+    h = handle("two-phase", lease=timedelta(seconds=6))
+    assert d.run(h) == CREATED
+    assert d.steps[1][1][0][1]["lease"] == timedelta(seconds=6)
+    assert h.options.heartbeat == timedelta(seconds=2)
+    assert d.sql() == [("principal", None), ("auto", ["idem_http_begin"]), ("beat", True), ("app", None),
+                       ("beat", False), ("auto", ["idem_http_end"])]
+
+
+def test_two_phase_stores_in_the_transaction_the_handler_opened():
+    h = handle("two-phase")
+
+    def handler_connects():
         h._conn = "conn"  # the handler called connect()
-        d.run(h)
-        self.assertTrue(h.reclaimed)
-        self.assertEqual(h.attempt, 2)
-        self.assertEqual(d.sql()[-1], ("tx", ["idem_complete", "COMMIT"]))
-
-    def test_handler_exception_fails_the_attempt_retryable(self):
-        d = Driver(auto=[CLAIMED, None], app=[RuntimeError("boom")])
-        h = Handle(self.opts(), None)
-        with self.assertRaises(RuntimeError):
-            d.run(h)
-        self.assertEqual(d.sql()[-2:], [("beat", False), ("auto", ["idem_fail"])])
-        self.assertIn("retryable => true", d.steps[-1][1][0][0])
-        self.assertEqual(d.steps[-1][1][0][1], ("payments-two-phase", "k-1", 1))
-
-    def test_5xx_rolls_back_the_handlers_writes_then_fails(self):
-        d = Driver(auto=[CLAIMED, None], app=[(500, [], b"")], tx=[None])
-        h = Handle(self.opts(), None)
-        h._conn = "conn"
-        d.run(h)
-        self.assertEqual(d.sql()[-2:], [("tx", ["ROLLBACK"]), ("auto", ["idem_fail"])])
+        return CREATED
+    d = Driver(principal=["u"], auto=[RUN], app=[handler_connects], tx=[None])
+    assert d.run(h) == CREATED
+    assert d.sql()[-2:] == [("beat", False), ("tx", ["1 / idem_http_end", "COMMIT"])]
 
 
-class OffMode(unittest.TestCase):
-    def test_a_plain_transaction_without_key_or_records(self):
-        d = Driver(app=[CREATED])
-        self.assertEqual(d.run(Handle(Options("p", mode="off"), None), header=None), CREATED)
-        self.assertEqual(d.sql(), [("tx", ["BEGIN"]), ("app", None), ("tx", ["COMMIT"])])
+def test_shared_key_space_asks_no_principal():
+    h = core.Handle(Options(), None, "POST /p", ERRORS, shared_key_space=True)
+    d = Driver(tx=[RUN, None], app=[CREATED])
+    d.run(h)
+    assert d.steps[0][0] == "tx" and d.steps[0][1][1][1]["shared"] is True
 
 
-class Errors(unittest.TestCase):
-    def test_map(self):
-        cases = {"40001": 503, "40P01": 503, "25006": 503, "57P01": 503, "08006": 503,
-                 None: 503, "IK002": 409, "23505": None, "22023": None}
-        for state, want in cases.items():
-            answer = core.error_answer(error(state))
-            self.assertEqual(answer and answer[0], want, state)
-            if answer:
-                self.assertEqual(answer[1]["Retry-After"], "1")
-        self.assertIsNone(core.error_answer(ValueError()))
-        self.assertEqual(core.error_answer(error("22023"), claim=True)[0], 400)
+def test_off_is_a_plain_transaction():
+    d = Driver(app=[CREATED])
+    assert d.run(handle("off"), header=None) == CREATED
+    assert d.sql() == [("tx", ["BEGIN"]), ("app", None), ("tx", ["COMMIT"])]
 
-    def test_options(self):
-        with self.assertRaises(ValueError):
-            Options("s", mode="twophase")
-        o = Options("s", ttl=60, headers=["location"])
-        self.assertEqual((o.ttl, o.lease), (timedelta(seconds=60), None))
-        self.assertIn("ttl => %(ttl)s", o.claim_sql)
-        self.assertEqual(o.stored_headers([("Location", "/a"), ("Content-Type", "x")]),
-                         {"location": "/a"})
 
+@pytest.mark.parametrize("raised,status,body", [
+    (RuntimeError("boom"), 500, b"failed"),
+    (error("40001"), 503, b"retry"),
+    (error("23505"), 500, b"failed"),
+    (error("08006"), 503, b"class 08"),
+    (error(None, psycopg.OperationalError), 503, b"class 08"),  # connection lost, no code
+    (error(None, psycopg.InterfaceError), 500, b"failed"),
+])
+def test_an_error_in_the_handler_rolls_back_releases_and_answers_by_the_map(raised, status, body):
+    d = Driver(principal=["u"], tx=[RUN, None], app=[raised], auto=[None])
+    got = d.run(handle())
+    assert (got[0], got[2]) == (status, body)
+    assert d.sql()[-2:] == [("tx", ["ROLLBACK"]), ("auto", ["idem_http_release"])]
+
+
+def test_a_broken_connection_is_given_back_before_the_release():
+    d = Driver(principal=["u"], tx=[RUN, error("08006"), error("08006")], app=[CREATED], auto=[None])
+    assert d.run(handle())[0] == 503
+    assert d.sql()[-4:] == [("tx", ["1 / idem_http_end", "COMMIT"]), ("tx", ["ROLLBACK"]), ("put", None),
+                            ("auto", ["idem_http_release"])]
+
+
+def test_a_failed_release_is_not_the_answer():
+    d = Driver(principal=["u"], tx=[RUN, None], app=[RuntimeError("x")], auto=[error("57P01")])
+    assert d.run(handle())[0] == 500
+
+
+def test_ik003_answers_what_the_other_attempt_stored():
+    stored = (201, {"Location": "/v1/payments/p1"}, b"first")
+    d = Driver(principal=["u"], tx=[RUN, error("IK003"), None], app=[CREATED], auto=[None, stored])
+    assert d.run(handle()) == stored
+    assert d.sql()[-3:] == [("tx", ["ROLLBACK"]), ("auto", ["idem_http_release"]), ("auto", ["idem_http_answer"])]
+    d = Driver(principal=["u"], tx=[RUN, error("IK003"), None], app=[CREATED], auto=[None, (None, None, None)])
+    assert d.run(handle())[:2] == (409, {"Retry-After": "1"})  # nothing to answer: IK002's
+
+
+def test_a_principal_function_that_raises_is_a_500_and_claims_nothing():
+    d = Driver(principal=[RuntimeError("auth down")])
+    assert d.run(handle())[0] == 500
+    assert d.sql() == [("principal", None)]
+
+
+def test_the_error_map_lookup():
+    assert ERRORS.row(error("40001")).status == 503
+    assert ERRORS.row(error("08P01")).body == b"class 08"
+    assert ERRORS.row(error("IK003")).status is None
+    assert ERRORS.row(ValueError()).status == 500
+    with pytest.raises(ConfigurationError):
+        core.ErrorMap([("40001", 503, {}, b"", True)])
+
+
+@pytest.mark.parametrize("kw,error_type,match", [
+    ({"lease": 30}, TypeError, "lease must be a datetime.timedelta"),
+    ({"ttl": 86400}, TypeError, "ttl must be a datetime.timedelta"),
+    ({"mode": "two-phase", "heartbeat": 5.0}, TypeError, "heartbeat must be"),
+    ({"mode": "twophase"}, ConfigurationError, "mode 'twophase'"),
+    ({"mode": "two-phase", "ttl": timedelta(seconds=10)}, ConfigurationError, "shorter than the lease"),
+    ({"lease": timedelta(minutes=2), "ttl": timedelta(minutes=1)}, ConfigurationError, "shorter than the lease"),
+    ({"lease": timedelta(0)}, ConfigurationError, "positive"),
+    ({"heartbeat": timedelta(seconds=1)}, ConfigurationError, "two-phase. only"),
+    ({"mode": "two-phase", "lease": timedelta(seconds=3), "heartbeat": timedelta(seconds=3)},
+     ConfigurationError, "shorter than the lease"),
+    ({"headers": "Location"}, TypeError, "sequence of header names"),
+    ({"operation": ""}, ConfigurationError, "non-empty"),
+])
+def test_options_refuse_what_cannot_work(kw, error_type, match):
+    with pytest.raises(error_type, match=match):
+        Options(**kw)
+
+
+def test_options_defaults():
+    o = Options(mode="two-phase")
+    assert (o.lease, o.heartbeat, o.ttl, o.headers) == (timedelta(seconds=30), timedelta(seconds=10),
+                                                        None, ("Content-Type", "Location"))
+    assert Options().lease is None
+
+
+def test_principal_configuration():
+    with pytest.raises(ConfigurationError, match="principal is required"):
+        core.check_principal(None, False)
+    with pytest.raises(ConfigurationError, match="not both"):
+        core.check_principal(lambda r: "u", True)
+    with pytest.raises(TypeError):
+        core.check_principal(None, "yes")
+    core.check_principal(None, True)
+    core.check_principal(lambda r: "u", False)
 
 
 class FakeCursor:
@@ -237,7 +238,8 @@ class FakeCursor:
 
 
 class FakeConn:
-    """A connection that records what is sent on it: (query, params) per execute."""
+    """Records what is sent on it: (query, params) per execute."""
+
     def __init__(self, prepare_threshold):
         self.prepare_threshold, self.sent = prepare_threshold, []
 
@@ -246,34 +248,22 @@ class FakeConn:
         return FakeCursor(("row", query) if params else None)
 
 
-class ExecuteTest(unittest.TestCase):
-    STATEMENTS = [core.BEGIN, ("SELECT claim(%s)", ("k",))]
-
-    def test_a_preparing_connection_gets_each_statement_with_its_parameters(self):
-        for threshold in (5, 0):
-            conn = FakeConn(threshold)
-            row = core.execute(conn, self.STATEMENTS)
-            self.assertEqual(conn.sent, [("BEGIN", None), ("SELECT claim(%s)", ("k",))])
-            self.assertEqual(row, ("row", "SELECT claim(%s)"))
-            self.assertIsNone(core.execute(conn, [("SELECT c(%s)", ("k",)), core.COMMIT]))
-
-    def test_an_unprepared_connection_gets_one_client_bound_query(self):
-        conn, queries = FakeConn(None), []
-
-        class ClientCursor(FakeCursor):
-            def __init__(self, c):
-                super().__init__(("one",))
-
-            def execute(self, query, params):
-                queries.append((query, params))
-
-        real, core.psycopg.ClientCursor = core.psycopg.ClientCursor, ClientCursor
-        try:
-            self.assertEqual(core.execute(conn, self.STATEMENTS), ("one",))
-        finally:
-            core.psycopg.ClientCursor = real
-        self.assertEqual((conn.sent, queries), ([], [("BEGIN; SELECT claim(%s)", ("k",))]))
+def test_a_preparing_connection_gets_each_statement_with_its_parameters():
+    for threshold in (5, 0):
+        conn = FakeConn(threshold)
+        assert core.execute(conn, [core.BEGIN, ("SELECT b(%s)", ("k",))]) == ("row", "SELECT b(%s)")
+        assert conn.sent == [("BEGIN", None), ("SELECT b(%s)", ("k",))]
 
 
-if __name__ == "__main__":
-    unittest.main()
+def test_an_unprepared_connection_gets_one_client_bound_query(monkeypatch):
+    conn, queries = FakeConn(None), []
+
+    class ClientCursor(FakeCursor):
+        def __init__(self, c):
+            super().__init__(("one",))
+
+        def execute(self, query, params):
+            queries.append((query, params))
+    monkeypatch.setattr(core.psycopg, "ClientCursor", ClientCursor)
+    assert core.execute(conn, [core.BEGIN, ("SELECT b(%s)", ("k",))]) == ("one",)
+    assert (conn.sent, queries) == ([], [("BEGIN; SELECT b(%s)", ("k",))])
