@@ -4,7 +4,7 @@
 # per service (goal: <= 1.2). Before 2.0.0 a duplicate waited in idem_claim holding a pooled
 # connection, and an unrelated request queued behind the duplicates; idem_http_begin never waits.
 #   bench/hol.sh [LANG...]     LANG: node, go, python (default: every language with a function below)
-#   env: N=30 (requests per median) POOL=8 (the service's pool) HOL_DB=bench_hol
+#   env: N=30 (requests per series) ROUNDS=3 POOL=8 (the service's pool) HOL_DB=bench_hol
 # Runs against the database of the libpq environment's server (PGHOST, PGPORT, PGUSER): it
 # creates HOL_DB there with the extension if missing. One function per client package.
 set -euo pipefail
@@ -22,7 +22,8 @@ psql -XAtq -d "$HOL_DB" -v ON_ERROR_STOP=1 -c 'CREATE EXTENSION IF NOT EXISTS id
 # slow request's handler holds its transaction 5 s (pg_sleep in it); twelve duplicates are sent
 # at once, each again after the Retry-After of its 409 while the slow request runs; meanwhile N
 # unrelated requests, one after the other over 4 s, each a new key whose handler runs one
-# statement. The same series without the slow request and its duplicates is the baseline.
+# statement. The same series without the slow request and its duplicates is the baseline;
+# ROUNDS (3) of the two, alternating, and the medians of all their requests.
 node_hol() {
     local node_path script
     node_path=$(clients/node/setup)
@@ -89,34 +90,44 @@ if (role === 'server') {
       return xs;
     };
     await series(); // warm-up: connections, JIT
-    const alone = median(await series());
-    let done = false;
-    const slowKey = `s-${run}`;
-    const slow = post(slowKey, { 'X-Slow': '1' }).then((s) => { done = true; return s; });
-    await sleep(300); // the slow request holds its transaction
+    // ROUNDS rounds of a series alone, then a series while a slow request and its twelve
+    // duplicates are in flight: a loaded machine's drift weighs alike on both medians.
+    const rounds = Number(process.env.ROUNDS || 3);
+    const aloneAll = [];
+    const loadedAll = [];
     const statuses = [];
     const retryAfters = new Set();
-    const duplicates = Array.from({ length: 12 }, async () => {
-      while (!done) { // as a client does: again after Retry-After
-        const [status, retryAfter] = await post(slowKey, { 'X-Slow': '1' }, true);
-        statuses.push(status);
-        retryAfters.add(retryAfter);
-        await sleep(1000 * Number(retryAfter ?? 1));
-      }
-    });
-    await sleep(50);
-    const loaded = await series();
-    const inFlight = !done;
-    await slow;
-    await Promise.all(duplicates);
+    let ended = 0;
+    for (let round = 0; round < rounds; round += 1) {
+      aloneAll.push(...await series());
+      let done = false;
+      const slowKey = `s-${run}-${round}`;
+      const slow = post(slowKey, { 'X-Slow': '1' }).then((s) => { done = true; return s; });
+      await sleep(300); // the slow request holds its transaction
+      const duplicates = Array.from({ length: 12 }, async () => {
+        while (!done) { // as a client does: again after Retry-After
+          const [status, retryAfter] = await post(slowKey, { 'X-Slow': '1' }, true);
+          statuses.push(status);
+          retryAfters.add(retryAfter);
+          await sleep(1000 * Number(retryAfter ?? 1));
+        }
+      });
+      await sleep(50);
+      loadedAll.push(...await series());
+      if (done) ended += 1;
+      await slow;
+      await Promise.all(duplicates);
+    }
+    const alone = median(aloneAll);
+    const loaded = median(loadedAll);
     const n409 = statuses.filter((s) => s === 409).length;
-    console.log(`node ${framework}: unrelated request alone ${alone.toFixed(2)} ms, with 12 duplicates of a 5 s request in flight ${median(loaded).toFixed(2)} ms (median of ${N} each); ratio ${(median(loaded) / alone).toFixed(2)} (goal <= 1.2); duplicates answered 409: ${n409} of ${statuses.length} (Retry-After ${[...retryAfters].join(', ')}, honoured)${inFlight ? '' : '; WARNING: the slow request ended before the measurement did'}`);
+    console.log(`node ${framework}: unrelated request alone ${alone.toFixed(2)} ms, with 12 duplicates of a 5 s request in flight ${loaded.toFixed(2)} ms (medians of ${aloneAll.length} and ${loadedAll.length}, ${rounds} rounds); ratio ${(loaded / alone).toFixed(2)} (goal <= 1.2); duplicates answered 409: ${n409} of ${statuses.length} (Retry-After ${[...retryAfters].join(', ')}, honoured)${ended ? `; WARNING: in ${ended} round(s) the slow request ended before the series did` : ''}`);
     child.kill();
   });
 }
 EOF
     for framework in express fastify; do
-        PGDATABASE=$HOL_DB NODE_PATH=$node_path N=$N POOL=$POOL node "$script" "$framework" client
+        PGDATABASE=$HOL_DB NODE_PATH=$node_path N=$N POOL=$POOL ROUNDS=${ROUNDS:-3} node "$script" "$framework" client
     done
     rm -f "$script"
 }
