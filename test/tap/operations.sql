@@ -109,7 +109,9 @@ SELECT is_empty($$
                             'idem_uuid_v7_time', 'idem_hmac_sha256', 'idem_secure_equal',
                             'idem_webhook_verify_standard', 'idem_webhook_verify_stripe',
                             'idem_webhook_sign_standard', 'idem_webhook_sign_stripe',
-                            'idem_require_pg_cron', 'idem_key_from_header')
+                            'idem_require_pg_cron', 'idem_key_from_header',
+                            'idem_http_errors', 'idem_http_stored', 'idem_http_scope',
+                            'idem_http_problem')
       AND p.oid <> 'idempotency.idem_http_answer(idempotency.idem_claim_result)'::regprocedure
 $$, 'PUBLIC cannot execute any function that reads or writes stored state');
 SELECT ok(has_function_privilege('public', 'idempotency.idem_http_answer(idempotency.idem_claim_result)', 'EXECUTE')
