@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
 # What exactly-once costs an HTTP request (issues 19 and 31): the example services' POST
-# /v1/payments (examples/, each a user of its client package in clients/), each with the
-# extension (the package's middleware: idem_claim, the handler's INSERT, idem_complete in one
-# transaction) against the same framework handler with IDEMPOTENCY=off (BEGIN; INSERT; COMMIT),
-# side by side in one run, on a throwaway cluster of its own (port 54396, or IDEM_BENCH_PGPORT).
+# /v1/payments (examples/, each a user of its client package in clients/) three ways, side by
+# side in one run, on a throwaway cluster of its own (port 54396, or IDEM_BENCH_PGPORT):
+#   on      the package's middleware (IDEMPOTENCY=on): idem_http_begin, the handler's INSERT,
+#           idem_http_end, in one transaction
+#   manual  the same handler with the exactly-once record written by hand in the service
+#           (IDEMPOTENCY=manual: INSERT INTO manual_keys ... ON CONFLICT DO NOTHING, the handler's
+#           INSERT, UPDATE manual_keys with the answer, in one transaction; examples/schema.sql)
+#   off     the same handler without idempotency (IDEMPOTENCY=off: BEGIN; INSERT; COMMIT)
 #   bench/http.sh     env: ROUNDS=5 SECS=10 WARMUP=2 CLIENTS=8 SERVICES="fastapi flask express fastify go"
-#                          SC="on off" PREPARE=off FSYNC=on
-#                          MODE=single (or two-phase) OUT=/tmp/...
-# Each round runs every variant once (alternating order), on emptied tables after a CHECKPOINT and
-# a WARMUP-second wrk run that is not measured:
+#                          SC="on off" PREPARE=off FSYNC=on VARIANTS="on manual off"
+#                          MODE=single (or two-phase: VARIANTS="on off", manual has no two-phase) OUT=/tmp/...
+# Each round runs every variant once (the order reversed every other round), on emptied tables
+# after a CHECKPOINT and a WARMUP-second wrk run that is not measured:
 # wrk -c CLIENTS -t 2 -d SECS --latency with bench/http/payments.lua (a new Idempotency-Key per
-# request: every request is a new payment on both sides). Prints markdown tables for
-# bench/RESULTS.md (requests/s, p50/p99 from wrk; goal: exactly_once >= 0.9 x plain), and the
-# CPU time per request (utime + stime from /proc around the wrk run) of the service's processes
-# and of the PostgreSQL server's (the CPU column: their sum). At high load CPU per request rises
-# too (fewer requests per wakeup, colder caches): compare variants of one run, never runs.
-# PREPARE="off on": each service also with named prepared statements on both variants (the
+# request: every request is a new payment on every variant). After each run it checks that every
+# answer was 2xx, that payments were written, and that each variant kept one record per payment
+# where it keeps them (on: idempotency.records, manual: manual_keys) and none elsewhere. Prints
+# markdown tables for bench/RESULTS.md: requests/s, p50/p99 from wrk, the ratios on / manual (goal
+# >= 0.9) and on / off (for information), and the CPU time per request (utime + stime from /proc
+# around the wrk run, exited children included) of the service's processes and of the PostgreSQL
+# server's (the CPU column: their sum). At high load CPU per request rises too (fewer requests per wakeup, colder caches):
+# compare variants of one run, never runs.
+# PREPARE="off on": each service also with named prepared statements on every variant (the
 # services' PREPARE=on, examples/README.md; direct connections), grouped beside "off".
 # Needs root or the postgres user (test/pgcluster), wrk, and the examples' packages.
 set -euo pipefail
@@ -30,6 +37,7 @@ SC=${SC:-on off}
 PREPARE=${PREPARE:-off}
 FSYNC=${FSYNC:-on}
 MODE=${MODE:-single}
+VARIANTS=${VARIANTS:-$([ "$MODE" = two-phase ] && echo on off || echo on manual off)}
 OUT=${OUT:-/tmp/idem-http-$$}
 HTTP_PORT=${HTTP_PORT:-18950}
 mkdir -p "$OUT"
@@ -77,11 +85,13 @@ start_service() {
     cat "$SVC_LOG" >&2
     exit 1
 }
-# ticks PID...: the CPU time (utime + stime, clock ticks) of those processes that still exist.
+# ticks PID...: the CPU time (clock ticks) of those processes that still exist: utime + stime,
+# and cutime + cstime, their children's that have exited (a backend whose connection the service
+# dropped, e.g. pgx when wrk's end cancels a request's context: counted by the postmaster).
 ticks() {
     local p sum=0
     for p in "$@"; do
-        [ -r "/proc/$p/stat" ] && sum=$((sum + $(sed 's/.*) //' "/proc/$p/stat" | awk '{ print $12 + $13 }')))
+        [ -r "/proc/$p/stat" ] && sum=$((sum + $(sed 's/.*) //' "/proc/$p/stat" | awk '{ print $12 + $13 + $14 + $15 }')))
     done
     echo "$sum"
 }
@@ -109,10 +119,11 @@ for sc in $SC; do
     for svc in $SERVICES; do
         for prep in $PREPARE; do
             for r in $(seq 1 "$ROUNDS"); do
-                for v in $(bench_order "$r" exactly_once plain); do
-                    q "TRUNCATE payments, provider_charges, idempotency.records"
+                # shellcheck disable=SC2086 # the variants are words
+                for v in $(bench_order "$r" $VARIANTS); do
+                    q "TRUNCATE payments, provider_charges, manual_keys, idempotency.records"
                     q "CHECKPOINT"
-                    start_service "$svc" "$([ "$v" = plain ] && echo off || echo on)" "$sc" "$prep"
+                    start_service "$svc" "$v" "$sc" "$prep"
                     # A warm-up, not measured: the pool's connections, the JIT of node, the caches.
                     wrk -c "$CLIENTS" -t 2 -d "${WARMUP}s" -s bench/http/payments.lua \
                         "http://127.0.0.1:$HTTP_PORT$path" >"$OUT/$sc.$svc.$prep.$v.$r.warmup"
@@ -129,10 +140,13 @@ for sc in $SC; do
                     errs=$(grep -c 'Socket errors' "$f" || true)
                     rows=$(q "SELECT count(*) FROM payments")
                     records=$(q "SELECT count(*) FROM idempotency.records")
-                    want=$rows
-                    [ "$v" = plain ] && want=0
-                    if [ -n "${bad:-}" ] || [ "$errs" != 0 ] || [ "$rows" = 0 ] || [ "$records" != "$want" ]; then
-                        echo "bench/http.sh: $sc $svc prepared $prep $v: failed requests (non-2xx ${bad:-0}, socket errors $errs, payments $rows, records $records)" >&2
+                    keys=$(q "SELECT count(*) FROM manual_keys WHERE status = 201")
+                    want_records=0 want_keys=0
+                    [ "$v" = on ] && want_records=$rows
+                    [ "$v" = manual ] && want_keys=$rows
+                    if [ -n "${bad:-}" ] || [ "$errs" != 0 ] || [ "$rows" = 0 ] ||
+                        [ "$records" != "$want_records" ] || [ "$keys" != "$want_keys" ]; then
+                        echo "bench/http.sh: $sc $svc prepared $prep $v: failed requests (non-2xx ${bad:-0}, socket errors $errs, payments $rows, records $records, manual_keys $keys)" >&2
                         cat "$f" "$SVC_LOG" >&2
                         exit 1
                     fi
@@ -150,9 +164,9 @@ echo
 echo "### POST /v1/payments ($MODE mode), $CLIENTS clients (wrk), $ROUNDS rounds x $SECS s, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 python3 bench/summarise.py runs "$OUT/http.txt" --groups synchronous_commit,service,prepared --unit requests/s \
-    --variants "exactly_once plain" --ratios "exactly_once/plain/0.9" --per request | tee "$OUT/http.md"
+    --variants "$VARIANTS" --ratios "on/manual/0.9 on/off/0" --per request | tee "$OUT/http.md"
 echo
 echo "CPU µs per request (utime + stime) of the service's processes and of the PostgreSQL server's:"
 echo
 python3 bench/summarise.py cpu "$OUT/cpu.txt" --groups synchronous_commit,service,prepared,processes \
-    --variants "exactly_once plain" --ratios "exactly_once/plain/0" | tee -a "$OUT/http.md"
+    --variants "$VARIANTS" --ratios "on/manual/0 on/off/0" | tee -a "$OUT/http.md"

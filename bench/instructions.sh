@@ -7,6 +7,7 @@
 #                                       env: IDEM_BENCH_PGPORT (54396), OUT, MODE (pgbench -M:
 #                                       prepared, or extended: unnamed statements, as drivers send)
 #   MODE=extended bench/instructions.sh http_plain http_claim http_claim_star http_exactly_once
+#   MODE=extended bench/instructions.sh http_plain http_manual http_contract
 #                                       an HTTP request's statements (bench/pgbench/http_*.sql)
 #   bench/instructions.sh claim_tx claim_complete claim_tx_sql claim_complete_sql
 #                                       idem_complete's cost, direct and by SQL: the difference
@@ -86,7 +87,7 @@ for s in $SCRIPTS; do
         *)
             psql -Xq -d bench -c "DELETE FROM idempotency.records WHERE key NOT LIKE 'r%'" \
                 -c "TRUNCATE bench_bare.records, bench_pl.records" -c "VACUUM idempotency.records" \
-                -c "DO \$\$ BEGIN TRUNCATE payments; EXCEPTION WHEN undefined_table THEN END \$\$" \
+                -c "DO \$\$ BEGIN TRUNCATE payments, manual_keys; EXCEPTION WHEN undefined_table THEN END \$\$" \
                 -c "CHECKPOINT" ;;
         esac
         opt=""
