@@ -12,6 +12,7 @@
 // encoding conversion, the fast walker) are plain PostgreSQL-style code between those calls.
 #include "pg_cpp.hpp"
 #include "arguments.hpp"
+#include "fingerprints.hpp"
 #include "fingerprints_fast.hpp"
 
 #include "crypto.hpp"
@@ -418,4 +419,18 @@ IDEM_PG_FUNCTION(idem_fingerprint_bytea) {
         call_cpp([&] { return idem::jcs::fingerprint_into(std::string_view(s, len), *w); });
     release_writer(w);
     PG_RETURN_BYTEA_P(bytea_of(d));
+}
+
+// (fingerprints.hpp) idem_fingerprint(bytea) of a request body for idem_http_begin, whose refusal
+// is the sender's 400 rather than an error.
+bool idem::pg::fingerprints::body_fingerprint(const char *s, size_t len, bytea **out,
+                                              PendingError *pe) {
+    idem::jcs::CanonicalWriter *w = prepare_writer(false, nullptr, nullptr);
+    idem::Digest d{};
+    bool ok = run_cpp(*pe, [&] { d = idem::jcs::fingerprint_into(std::string_view(s, len), *w); });
+    release_writer(w);
+    if (!ok)
+        return false;
+    *out = bytea_of(d);
+    return true;
 }

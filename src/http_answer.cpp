@@ -3,6 +3,7 @@
 // Idempotent-Replayed or the replayed body itself (docs/records.md "The HTTP answer"). The
 // decision is the core's (core/http_answer.hpp); this file reads the stored result and builds
 // the jsonb headers and the bytea body.
+#include "http_answer_row.hpp"
 #include "records.hpp"
 
 #include "http_answer.hpp"
@@ -87,13 +88,15 @@ Datum replay_headers(bool stored_null, Datum stored, bool json_type) {
     return JsonbPGetDatum(JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, nullptr)));
 }
 
-// Content-Type: application/problem+json, and Retry-After when the answer has one.
-Datum problem_headers(int64 retry_after) {
+} // namespace
+
+// (src/http_answer_row.hpp) Content-Type: application/problem+json, and Retry-After when asked.
+Datum idem::pg::http_answer::problem_headers(bool has_retry_after, int64 retry_after) {
     JsonbParseState *st = nullptr;
     pushJsonbValue(&st, WJB_BEGIN_OBJECT, nullptr);
     push_pair(&st, idem::http::CONTENT_TYPE, idem::http::PROBLEM_TYPE.data(),
               idem::http::PROBLEM_TYPE.size());
-    if (retry_after > 0) {
+    if (has_retry_after) {
         // pushJsonbValue keeps the pointer until JsonbValueToJsonb: the digits live in palloc'd
         // memory, not in a stack buffer that ends with this block.
         char *digits = psprintf(INT64_FORMAT, retry_after);
@@ -101,6 +104,8 @@ Datum problem_headers(int64 retry_after) {
     }
     return JsonbPGetDatum(JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, nullptr)));
 }
+
+namespace {
 
 // The replayed body: the exact bytes stored, else the jsonb response as UTF-8 text, else empty.
 Datum replay_body(const StoredResult &r) {
@@ -117,8 +122,8 @@ Datum replay_body(const StoredResult &r) {
     return PointerGetDatum(idem::pg::copy_bytea(u, static_cast<size_t>(len)));
 }
 
-// The answer row (status, headers, body) of a stored result.
-Datum answer_row(FunctionCallInfo fcinfo, const StoredResult &r) {
+// The answer (status, headers, body) of a stored result into values and nulls.
+void answer_values(const StoredResult &r, Datum *values, bool *nulls) {
     idem::http::Stored s{};
     s.has_status = !r.status_null;
     s.status = r.status_null ? 0 : DatumGetInt32(r.status);
@@ -131,19 +136,28 @@ Datum answer_row(FunctionCallInfo fcinfo, const StoredResult &r) {
     TimestampTz now = GetCurrentTimestamp();
     http::Answer a = IDEM_NOTHROW(idem::http::answer(r.kind, s, now));
 
-    Datum values[3] = {0, 0, 0};
-    bool nulls[3] = {true, true, true};
+    for (int i = 0; i < 3; i++) {
+        values[i] = (Datum)0;
+        nulls[i] = true;
+    }
     if (a.has_answer) {
         values[0] = Int32GetDatum(a.status);
         if (a.replay_headers) {
             values[1] = replay_headers(r.headers_null, r.headers, a.json_type);
             values[2] = replay_body(r);
         } else {
-            values[1] = problem_headers(a.retry_after);
+            values[1] = idem::pg::http_answer::problem_headers(a.retry_after > 0, a.retry_after);
             values[2] = PointerGetDatum(idem::pg::copy_bytea(a.problem, strlen(a.problem)));
         }
         nulls[0] = nulls[1] = nulls[2] = false;
     }
+}
+
+// The answer row (status, headers, body) of a stored result.
+Datum answer_row(FunctionCallInfo fcinfo, const StoredResult &r) {
+    Datum values[3];
+    bool nulls[3];
+    answer_values(r, values, nulls);
     return idem::pg::result_row(fcinfo, values, nulls);
 }
 
@@ -166,6 +180,23 @@ http::Kind outcome_kind(bool isnull, Datum outcome) {
 }
 
 } // namespace
+
+// (src/http_answer_row.hpp) The answer of idem_claim's result row.
+void idem::pg::http_answer::claim_answer(const Datum *claim, const bool *claim_nulls, Datum *values,
+                                         bool *nulls) {
+    StoredResult r{};
+    r.kind = outcome_kind(claim_nulls[A_OUTCOME - 1], claim[A_OUTCOME - 1]);
+    auto get = [&](int attno, Datum *v, bool *isnull) {
+        *isnull = claim_nulls[attno - 1];
+        *v = claim[attno - 1];
+    };
+    get(A_RESPONSE_STATUS, &r.status, &r.status_null);
+    get(A_RESPONSE, &r.response, &r.response_null);
+    get(A_LEASE, &r.lease, &r.lease_null);
+    get(A_BODY, &r.body, &r.body_null);
+    get(A_HEADERS, &r.headers, &r.headers_null);
+    answer_values(r, values, nulls);
+}
 
 // idem_http_answer(claim idem_claim_result) -> (status, headers, body): NULLs for claimed and
 // reclaimed (run the handler), else what to send.

@@ -14,6 +14,10 @@ extern "C" {
 
 // idem_claim's entry point (src/records_claim.cpp): the custom scan calls claim_row in its place.
 extern "C" Datum idem_claim(PG_FUNCTION_ARGS);
+// idem_complete's and idem_fail's (src/records.cpp), which idem_http_end and idem_http_release
+// call with arguments of their own (src/http_contract_end.cpp).
+extern "C" Datum idem_complete(PG_FUNCTION_ARGS);
+extern "C" Datum idem_fail(PG_FUNCTION_ARGS);
 
 namespace idem::pg::records {
 

@@ -96,6 +96,7 @@ func (r confRequest) raw() []byte {
 type conformance struct {
 	t          *testing.T
 	pool       *pgxpool.Pool
+	admin      *pgxpool.Pool // reads the stored rows (idem_lookup); the pool by default
 	mode, tag  string
 	byUser     *Middleware
 	shared     *Middleware
@@ -115,7 +116,7 @@ func (c *conformance) Write(p []byte) (int, error) {
 }
 
 func newConformance(t *testing.T, p *pgxpool.Pool, mode string) *conformance {
-	c := &conformance{t: t, pool: p, mode: mode, tag: fmt.Sprintf("go-%s-%d", mode, time.Now().UnixNano())}
+	c := &conformance{t: t, pool: p, admin: p, mode: mode, tag: fmt.Sprintf("go-%s-%d", mode, time.Now().UnixNano())}
 	logger := log.New(c, "", 0)
 	var err error
 	c.byUser, err = New(context.Background(), p, Options{Mode: mode, ErrorLog: logger,
@@ -249,7 +250,7 @@ func (c *conformance) checkStored(cs confCase) []string {
 	var status, resource, headers *string
 	var responseStatus, attempt *int32
 	var responseBody []byte
-	err := c.pool.QueryRow(context.Background(), `SELECT l.status, l.response_status, l.resource_id, l.attempt,
+	err := c.admin.QueryRow(context.Background(), `SELECT l.status, l.response_status, l.resource_id, l.attempt,
 			l.response_headers::text, l.response_body
 		FROM idempotency.idem_lookup(idempotency.idem_http_scope($1, $2, $3), idempotency.idem_key_from_header($4)) l`,
 		req.Principal, req.Operation+" #"+c.tag, req.SharedKeySpace, req.Key).

@@ -132,17 +132,13 @@ func (o *Options) check() error {
 	return nil
 }
 
-// The functions the middleware calls, directly or through idem_http_begin, idem_http_end and
-// idem_http_release (SECURITY INVOKER: the caller needs EXECUTE on what they call).
+// The functions the middleware calls (idem_http_begin, idem_http_end and idem_http_release claim,
+// complete and release themselves: no grant on idem_claim, idem_complete or idem_fail is needed).
 var privileges = []string{
 	"idempotency.idem_http_begin(text,text,text,bytea,interval,interval,boolean)",
 	"idempotency.idem_http_end(text,text,integer,integer,jsonb,bytea,text,text[])",
 	"idempotency.idem_http_release(text,text,integer)",
 	"idempotency.idem_http_answer(text,text)",
-	"idempotency.idem_claim(text,text,bytea,interval,interval,boolean)",
-	"idempotency.idem_complete(text,text,integer,text,jsonb,integer,bytea,jsonb)",
-	"idempotency.idem_fail(text,text,integer,boolean,jsonb,integer,bytea,jsonb)",
-	"idempotency.idem_lookup(text,text)",
 }
 
 const heartbeatFunction = "idempotency.idem_heartbeat(text,text,integer,interval)"

@@ -610,10 +610,11 @@ COMMENT ON TABLE idempotency.outbox_key_lock IS
 -- database instead of deciding itself. idem_http_begin reads the request (the principal, the
 -- operation, the Idempotency-Key header, the raw body) and claims; idem_http_end stores the
 -- handler's answer or says to release it; idem_http_release releases; idem_http_errors is the
--- one map from a SQLSTATE to the answer. They run as the caller (SECURITY INVOKER): the caller
--- needs EXECUTE on them and on idem_claim, idem_complete, idem_fail, idem_lookup (the release)
--- and idem_http_answer(text, text) (IK003), with idem_heartbeat for two-phase mode, and a scope
--- bound to another role refuses it as those functions do (docs/tenants.md).
+-- one map from a SQLSTATE to the answer. Begin, end and release are C functions that call the
+-- claim, the complete and the fail directly (src/http_contract.cpp): EXECUTE on idem_http_begin
+-- is the right to claim a key of the scope it derives, on idem_http_end to complete it, on
+-- idem_http_release to fail it; none of them needs EXECUTE on idem_claim, idem_complete or
+-- idem_fail, and a scope bound to another role refuses them as it refuses those (docs/tenants.md).
 CREATE TYPE idempotency.idem_http_begin_result AS (
     scope     pg_catalog.text,
     key       pg_catalog.text,
@@ -630,36 +631,14 @@ COMMENT ON TYPE idempotency.idem_http_begin_result IS
 CREATE FUNCTION idempotency.idem_http_problem(status integer, detail pg_catalog.text,
                                               retry_after integer DEFAULT NULL)
 RETURNS idempotency.idem_http_answer_result
-LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
-AS $$
-SELECT ROW(status,
-           pg_catalog.jsonb_build_object('Content-Type', 'application/problem+json')
-             OPERATOR(pg_catalog.||) CASE WHEN retry_after IS NULL THEN '{}'::pg_catalog.jsonb
-                  ELSE pg_catalog.jsonb_build_object('Retry-After', retry_after::pg_catalog.text) END,
-           pg_catalog.convert_to(pg_catalog.format(
-               '{"type":"about:blank","title":%s,"status":%s,"detail":%s}',
-               pg_catalog.to_json(COALESCE((SELECT t.title FROM (VALUES
-                   (400, 'Bad Request'), (403, 'Forbidden'), (409, 'Conflict'),
-                   (422, 'Unprocessable Content'), (500, 'Internal Server Error'),
-                   (503, 'Service Unavailable')) AS t(code, title)
-                   WHERE t.code OPERATOR(pg_catalog.=) status), 'Error')),
-               status, pg_catalog.to_json(detail)), 'UTF8')
-          )::idempotency.idem_http_answer_result
-$$;
+AS 'MODULE_PATHNAME', 'idem_http_problem' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 COMMENT ON FUNCTION idempotency.idem_http_problem(integer, text, integer) IS
     'An RFC 9457 problem answer as the HTTP contract words it: the status, Content-Type: application/problem+json (and Retry-After when given) and the body {"type":"about:blank","title":<reason phrase>,"status":...,"detail":...}.';
 
 CREATE FUNCTION idempotency.idem_http_scope(principal pg_catalog.text, operation pg_catalog.text,
                                             shared_key_space boolean DEFAULT false)
 RETURNS pg_catalog.text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
-AS $$
-SELECT CASE WHEN shared_key_space THEN '*'
-            WHEN principal IS NULL OR principal OPERATOR(pg_catalog.=) '' THEN NULL
-            ELSE pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(principal,
-                     '%', '%25'), '/', '%2F'), '*', '%2A') END
-       OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) operation
-$$;
+AS 'MODULE_PATHNAME', 'idem_http_scope' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 COMMENT ON FUNCTION idempotency.idem_http_scope(text, text, boolean) IS
     'The scope of an HTTP request''s record: the principal (its %, / and * percent-encoded), a slash, the operation (e.g. user:42/POST /v1/payments); with shared_key_space every principal shares *\/operation; NULL without a principal.';
 
@@ -668,67 +647,13 @@ CREATE FUNCTION idempotency.idem_http_begin(
     body pg_catalog.bytea, lease interval DEFAULT NULL, ttl interval DEFAULT NULL,
     shared_key_space boolean DEFAULT false)
 RETURNS idempotency.idem_http_begin_result
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    r idempotency.idem_http_begin_result;
-    a idempotency.idem_http_answer_result;
-    c idempotency.idem_claim_result;
-    fingerprint pg_catalog.bytea;
-    why pg_catalog.text;
-BEGIN
-    IF operation IS NULL OR operation OPERATOR(pg_catalog.=) '' THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'idem_http_begin needs an operation',
-              HINT = 'Pass the method and the route''s template, e.g. ''POST /v1/payments''.';
-    END IF;
-    r.run := false;
-    r.scope := idempotency.idem_http_scope(principal, operation, shared_key_space);
-    IF r.scope IS NULL THEN
-        a := idempotency.idem_http_problem(403,
-            'The request has no authenticated principal to keep its Idempotency-Key for.');
-    ELSIF key_header IS NULL THEN
-        a := idempotency.idem_http_problem(400, 'An Idempotency-Key header is required.');
-    ELSE
-        BEGIN -- the sender's input: a refused header or body is a 400, nothing stored
-            r.key := idempotency.idem_key_from_header(key_header);
-            fingerprint := CASE WHEN pg_catalog.length(body) OPERATOR(pg_catalog.=) 0
-                                  OR body IS NULL THEN pg_catalog.sha256(''::pg_catalog.bytea)
-                                ELSE idempotency.idem_fingerprint(body) END;
-        EXCEPTION WHEN data_exception OR statement_too_complex OR program_limit_exceeded THEN
-            GET STACKED DIAGNOSTICS why = PG_EXCEPTION_DETAIL;
-            r.key := NULL;
-            a := idempotency.idem_http_problem(400, SQLERRM OPERATOR(pg_catalog.||)
-                     COALESCE(': ' OPERATOR(pg_catalog.||) NULLIF(why, ''), ''));
-        END;
-    END IF;
-    IF a.status IS NOT NULL THEN
-        r.status := a.status; r.headers := a.headers; r.body := a.body;
-        RETURN r;
-    END IF;
-    -- wait => false: a duplicate of a request in flight is answered 409 at once, never queued on
-    -- a pooled connection behind it
-    SELECT * INTO c FROM idempotency.idem_claim(r.scope, r.key, fingerprint, lease, ttl, false);
-    IF c.outcome OPERATOR(pg_catalog.=) ANY ('{claimed,reclaimed}'::pg_catalog.text[]) THEN
-        r.run := true;
-        r.attempt := c.attempt;
-        r.reclaimed := c.outcome OPERATOR(pg_catalog.=) 'reclaimed';
-        RETURN r;
-    END IF;
-    a := idempotency.idem_http_answer(c);
-    r.status := a.status; r.headers := a.headers; r.body := a.body;
-    RETURN r;
-END
-$$;
+AS 'MODULE_PATHNAME', 'idem_http_begin' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION idempotency.idem_http_begin(text, text, text, bytea, interval, interval, boolean) IS
     'The start of an idempotent HTTP request: the scope from the principal and the operation, the key from the Idempotency-Key header, the fingerprint of the raw body (I-JSON, or empty), and a claim that never waits; run true: run the handler with the attempt; else the answer to send (400 for a missing or malformed header or body, 403 without a principal, the replay, 409 with Retry-After for a request in flight, 422 for another body).';
 
 CREATE FUNCTION idempotency.idem_http_stored(status integer)
 RETURNS boolean
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
-AS $$
-SELECT status OPERATOR(pg_catalog.>=) 200 AND status OPERATOR(pg_catalog.<) 500
-       AND status OPERATOR(pg_catalog.<>) ALL ('{401,403,408,409,423,424,425,429}'::integer[])
-$$;
+AS 'MODULE_PATHNAME', 'idem_http_stored' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION idempotency.idem_http_stored(integer) IS
     'Whether an answer of this status is the request''s result, stored and replayed: 2xx, 3xx and 4xx but 401, 403, 408, 409, 423, 424, 425 and 429 (the same request may succeed later); 1xx and 5xx are not (the key is released for a retry).';
 
@@ -738,63 +663,14 @@ CREATE FUNCTION idempotency.idem_http_end(
     resource_id pg_catalog.text DEFAULT NULL,
     stored_headers pg_catalog.text[] DEFAULT '{Content-Type,Location}')
 RETURNS boolean
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    kept pg_catalog.jsonb;
-    location pg_catalog.text;
-BEGIN
-    IF status IS NULL OR status OPERATOR(pg_catalog.<) 100 OR status OPERATOR(pg_catalog.>) 599 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-              MESSAGE = pg_catalog.format('idem_http_end: %s is not an HTTP status',
-                                             COALESCE(status::pg_catalog.text, 'NULL'));
-    END IF;
-    IF NOT idempotency.idem_http_stored(status) THEN
-        RETURN false; -- roll back, then idem_http_release
-    END IF;
-    -- each allow-listed header under the allow-list's spelling, whatever case the framework
-    -- gave it (one stored name for every package)
-    SELECT pg_catalog.jsonb_object_agg(s.name, h.value) INTO kept
-    FROM pg_catalog.unnest(stored_headers) AS s(name)
-    JOIN pg_catalog.jsonb_each_text(headers) AS h(name, value)
-      ON pg_catalog.lower(h.name) OPERATOR(pg_catalog.=) pg_catalog.lower(s.name);
-    IF resource_id IS NULL THEN -- the last segment of Location's path, if it has one
-        SELECT h.value INTO location FROM pg_catalog.jsonb_each_text(kept) AS h(name, value)
-        WHERE pg_catalog.lower(h.name) OPERATOR(pg_catalog.=) 'location';
-        resource_id := NULLIF(pg_catalog.regexp_replace(
-            pg_catalog.split_part(pg_catalog.split_part(location, '?', 1), '#', 1),
-            '^.*/', ''), '');
-    END IF;
-    PERFORM idempotency.idem_complete(scope, key, attempt, resource_id, NULL, status, body, kept);
-    RETURN true;
-END
-$$;
+AS 'MODULE_PATHNAME', 'idem_http_end' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION idempotency.idem_http_end(text, text, integer, integer, jsonb, bytea, text, text[]) IS
     'The end of an idempotent HTTP request whose handler ran: true when its answer is the result (idem_http_stored), stored byte for byte with the stored_headers (named as the list spells them) and resource_id (default: the last path segment of Location) in the handler''s transaction (commit it); false when it is not (roll back, then idem_http_release). Errors of idem_complete (IK002, IK003, 54000, 22023) as idem_http_errors maps them.';
 
 CREATE FUNCTION idempotency.idem_http_release(scope pg_catalog.text, key pg_catalog.text,
                                               attempt integer)
 RETURNS boolean
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- After the handler's transaction rolled back. Single-transaction mode: the claim rolled back
-    -- with it, nothing to do. Two-phase: the committed claim is failed, retryable.
-    IF NOT EXISTS (SELECT FROM idempotency.idem_lookup(scope, key) l
-                   WHERE l.status OPERATOR(pg_catalog.=) 'processing'
-                     AND l.attempt OPERATOR(pg_catalog.=) idem_http_release.attempt) THEN
-        RETURN false;
-    END IF;
-    BEGIN
-        RETURN idempotency.idem_fail(scope, key, attempt, retryable => true);
-    EXCEPTION WHEN OTHERS THEN
-        IF SQLSTATE OPERATOR(pg_catalog.=) ANY ('{IK001,IK002,IK003}'::pg_catalog.text[]) THEN
-            RETURN false; -- another attempt took over or finished meanwhile: not ours to release
-        END IF;
-        RAISE;
-    END;
-END
-$$;
+AS 'MODULE_PATHNAME', 'idem_http_release' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION idempotency.idem_http_release(text, text, integer) IS
     'Releases the key of an attempt whose answer is not stored (idem_http_end false, an exception, an error), after its transaction rolled back: a processing record of this attempt becomes failed and retryable (two-phase); false when there is nothing of this attempt to release.';
 

@@ -60,6 +60,13 @@ class Db:
             d["response_body"] = bytes.fromhex(d["response_body"][2:])
         return d
 
+    def renew_lease(self, scope, key, customer, attempt, seconds):
+        """idem_heartbeat of the key's attempt: its lease ends seconds from now."""
+        if self.by_principal:
+            scope = self.one("SELECT idempotency.idem_http_scope(%s, 'POST /v1/payments')", customer)[0]
+        self.one("SELECT idempotency.idem_heartbeat(%s, %s, %s, make_interval(secs => %s))",
+                 scope, key, attempt, seconds)
+
     def payments(self, customer):
         return self.c.execute("SELECT id::text, provider_ref FROM payments WHERE customer = %s",
                               (customer,)).fetchall()
@@ -233,6 +240,9 @@ def killed_worker(t, db, start_service, port, window):
         at_kill = (len(db.charges(key)), len(db.payments(customer)))
         svc.kill()
         svc = start_service({})
+        # The lease runs from the restart on, not from the kill: on a loaded machine the restart
+        # can outlast the rest of the lease, and the first retry would already be the reclaim.
+        db.renew_lease(scope, key, customer, 1, 6)
         tries = Tries()
         try:
             final = until_answered(port, path, body, h, tries, deadline=30).status

@@ -26,17 +26,13 @@ const SQL = {
 };
 
 // What the pool's role must be allowed to execute (README.md "Privileges"): the functions this
-// package calls, and those they call as their caller (SECURITY INVOKER).
+// package calls (idem_http_begin, _end and _release claim, complete and release themselves).
 const FUNCTIONS = ['idempotency.idem_http_begin(text,text,text,bytea,interval,interval,boolean)',
   'idempotency.idem_http_end(text,text,integer,integer,jsonb,bytea,text,text[])',
   'idempotency.idem_http_release(text,text,integer)',
-  'idempotency.idem_http_answer(text,text)',
-  'idempotency.idem_claim(text,text,bytea,interval,interval,boolean)',
-  'idempotency.idem_complete(text,text,integer,text,jsonb,integer,bytea,jsonb)',
-  'idempotency.idem_lookup(text,text)'];
-// Two-phase mode's too: the lease's renewal, and the release of a committed claim.
-const TWO_PHASE = ['idempotency.idem_heartbeat(text,text,integer,interval)',
-  'idempotency.idem_fail(text,text,integer,boolean,jsonb,integer,bytea,jsonb)'];
+  'idempotency.idem_http_answer(text,text)'];
+// Two-phase mode's too: the lease's renewal.
+const TWO_PHASE = ['idempotency.idem_heartbeat(text,text,integer,interval)'];
 
 const isMs = (v) => Number.isSafeInteger(v) && v > 0;
 

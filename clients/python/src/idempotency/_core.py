@@ -31,16 +31,13 @@ RELEASE_SQL = "SELECT idempotency.idem_http_release(%s, %s, %s)"
 ANSWER_SQL = "SELECT status, headers, body FROM idempotency.idem_http_answer(%s::text, %s::text)"
 HEARTBEAT_SQL = "SELECT idempotency.idem_heartbeat(%s, %s, %s, %s)"
 ERRORS_SQL = "SELECT sqlstate, status, headers, body, retryable FROM idempotency.idem_http_errors()"
-# The functions the pool's role calls, directly or through idem_http_* (SECURITY INVOKER).
+# The functions the pool's role calls (idem_http_begin, _end and _release claim, complete and
+# release themselves: no grant on idem_claim, idem_complete or idem_fail is needed).
 FUNCTIONS = (
     "idempotency.idem_http_begin(text,text,text,bytea,interval,interval,boolean)",
     "idempotency.idem_http_end(text,text,integer,integer,jsonb,bytea,text,text[])",
     "idempotency.idem_http_release(text,text,integer)",
     "idempotency.idem_http_answer(text,text)",
-    "idempotency.idem_claim(text,text,bytea,interval,interval,boolean)",
-    "idempotency.idem_complete(text,text,integer,text,jsonb,integer,bytea,jsonb)",
-    "idempotency.idem_fail(text,text,integer,boolean,jsonb,integer,bytea,jsonb)",
-    "idempotency.idem_lookup(text,text)",
 )
 HEARTBEAT_FUNCTION = "idempotency.idem_heartbeat(text,text,integer,interval)"
 DEFAULTS_SQL = ("SELECT pg_catalog.current_setting('idempotency.default_lease', true)::interval,"
