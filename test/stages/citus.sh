@@ -53,7 +53,8 @@ skip() {
     exit 77
 }
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
-as_pg() { if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi; } # from /: see test/pgcluster
+# shellcheck source=test/lib.sh
+. test/lib.sh # as_pg
 # q NODE SQL: one statement on node 0 (coordinator), 1 or 2 (workers), unaligned, no headers.
 q() {
     PGOPTIONS='-c client_min_messages=warning' psql -X -qtA -v ON_ERROR_STOP=1 -h 127.0.0.1 \

@@ -43,9 +43,8 @@ CONNINFO="host=127.0.0.1,127.0.0.1 port=$PORT0,$((PORT0 + 1)) user=postgres dbna
 failures=0
 figures=()
 
-as_pg() {
-    if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
-}
+# shellcheck source=test/lib.sh
+. test/lib.sh # as_pg
 port() { echo $((PORT0 + $1)); }
 data() { echo "$DIR/n$1/data"; }
 q() { # node, sql...: one value per line

@@ -71,7 +71,8 @@ fi
 # --- Settings, every way of setting them -----------------------------------------------------
 BIN=$(pg_config --bindir)
 CONF=$IDEM_PGDIR/data/postgresql.conf
-as_pg() { if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi; } # from /: see test/pgcluster
+# shellcheck source=test/lib.sh
+. test/lib.sh # as_pg
 restart() { as_pg "$BIN/pg_ctl" -D "$IDEM_PGDIR/data" -l "$IDEM_PGDIR/server.log" -w -m fast restart >/dev/null; }
 # A reload, seen by new sessions once the postmaster has read the file (SHOW in a new session).
 reload_until() { # the value SHOW idempotency.default_lease gives once the reload is in

@@ -34,7 +34,8 @@ export PGUSER=postgres PGDATABASE=postgres PGOPTIONS='-c client_min_messages=war
 unset PGHOST PGPORT
 fails=0
 
-as_pg() { if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi; } # from /: test/pgcluster
+# shellcheck source=test/lib.sh
+. test/lib.sh # as_pg
 fail() { echo "standby: FAIL: $*"; fails=$((fails + 1)); }
 q() { # port [psql args]: unaligned, tuples only, stop on the first error
     local port=$1
