@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What exactly-once costs an HTTP request (issues 19 and 31): the example services' POST
+# What exactly-once costs an HTTP request: the example services' POST
 # /v1/payments (examples/, each a user of its client package in clients/) three ways, side by
 # side in one run, on a throwaway cluster of its own (port 54396, or IDEM_BENCH_PGPORT):
 #   on      the package's middleware (IDEMPOTENCY=on): idem_http_begin, the handler's INSERT,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What exactly-once costs a request's SQL, without the HTTP service around it (issue 31): pgbench
+# What exactly-once costs a request's SQL, without the HTTP service around it: pgbench
 # on a throwaway cluster of its own (port 26394, or IDEM_BENCH_PGPORT), CLIENTS clients, the
 # request's transaction three ways (bench/pgbench/http_*.sql, the values of http.vars):
 #   http_plain          BEGIN, the handler's INSERT ... RETURNING, COMMIT (no idempotency)
@@ -10,7 +10,7 @@
 # each round in alternating order, per synchronous_commit setting (SC) and query mode (MODES:
 # prepared = named statements; extended = unnamed ones, as pgx, node-postgres and psycopg send
 # them by default and PgBouncer's transaction pooling requires). Ratios: exactly_once / plain
-# (issue 31's goal is 0.9 for the whole HTTP request, bench/http.sh), bare / plain (what any
+# (the goal, 0.9, is for the whole HTTP request: bench/http.sh), bare / plain (what any
 # record kept in the same transaction costs) and exactly_once / bare (ours against the hand-written
 # SQL; goal 1.0).
 #   bench/http_sql.sh   env: ROUNDS=5 SECS=8 CLIENTS=8 SC="on off" MODES="prepared extended"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cost of the inbox (issue 18), pgbench on a throwaway cluster of its own (port 54394, or
+# Cost of the inbox, pgbench on a throwaway cluster of its own (port 54394, or
 # IDEM_BENCH_PGPORT; the cluster directory /tmp/idem-pg-$PORT is removed first and at the end).
 #   bench/inbox.sh    env: ROUNDS=5 SECS=10 CLIENTS=8 WORKERS="1 2 4" BACKLOG=1000 FSYNC=on
 #                          PARTS="receive queue" SC="off on" QUEUE_SC=off NOTES=0 KEEP_LOGS=0

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Instructions per call of bench/load.sh's statements (valgrind callgrind): deterministic where
-# throughput and CPU time on this shared machine are not (issue 18).
+# throughput and CPU time on this shared machine are not.
 #   bench/instructions.sh [SCRIPT...]   default: claim_replay select_replay claim_new insert_new
 #                                       (SCRIPT_fscan: SCRIPT with idempotency.claim_scan = off;
 #                                       SCRIPT_sql: with idempotency.direct_access = off)

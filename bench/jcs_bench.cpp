@@ -3,7 +3,7 @@
 //   taskset -c 0 build/jcs_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //       --benchmark_min_time=0.5
 // Information only: the speed goal is the SQL-level one (bench/fingerprint.sh, at least 1.0x
-// sha256(jsonb::text)), and a code path that only wins here is not kept (issue 15). (The former
+// sha256(jsonb::text)), and a code path that only wins here is not kept. (The former
 // core goal, fingerprint_into at least 0.5x the speed of SHA-256 alone, is retired.)
 #include "crypto.hpp"
 #include "jcs.hpp"

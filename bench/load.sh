@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Load and cost of idempotency.idem_claim (issues 6 and 18), pgbench on a throwaway cluster of its own (port
+# Load and cost of idempotency.idem_claim, pgbench on a throwaway cluster of its own (port
 # 54395, or IDEM_BENCH_PGPORT; the cluster directory /tmp/idem-pg-$PORT is removed first).
 #   bench/load.sh     env: ROUNDS=5 SECS=10 CLIENTS=8 FSYNC=on CPU_ROUNDS=5 CPU_SECS=5
 #                          MEMORY_CLAIMS=1000000 MEMORY_SCRIPT=claim_new NOTES=0 SQL_PATH=1
@@ -13,7 +13,7 @@
 #   idem_claim on new keys / the PL/pgSQL claim of bench/plpgsql_claim.sql           (goal >= 1.15)
 #   idem_claim replays of completed keys / bare primary-key SELECT of the five columns a
 #       replay needs (status, fingerprint, resource_id, response, response_status)  (goal >= 0.9)
-# NOTES=1 adds the baselines before issue 18 for information: insert_new_clock (four
+# NOTES=1 adds the older baselines for information: insert_new_clock (four
 # clock_timestamp() per row) and select_replay_star (SELECT *).
 # Throughput on a shared 2-core machine is noisy, so each variant's backend CPU time per
 # transaction is also measured (one client; /proc/<backend>/stat), a cost that does not depend on

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cost of the outbox (issue 17), pgbench on a throwaway cluster of its own (port 54398, or
+# Cost of the outbox, pgbench on a throwaway cluster of its own (port 54398, or
 # IDEM_BENCH_PGPORT; the cluster directory /tmp/idem-pg-$PORT is removed first and at the end).
 #   bench/outbox.sh   env: ROUNDS=5 SECS=10 CLIENTS=8 RELAYS="1 2 4" KEYS=1000 BACKLOG=...
 #                          FSYNC=on PARTS="emit relay" SC="off on" RELAY_SC=off NOTES=0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Instructions per call of the outbox's pgbench scripts (issue 17), deterministic where the
+# Instructions per call of the outbox's pgbench scripts, deterministic where the
 # throughput of bench/outbox.sh is not: a throwaway cluster of its own (port 54399, or
 # IDEM_BENCH_PGPORT) whose postmaster runs under valgrind --tool=callgrind (autovacuum off), one
 # pgbench client, synchronous_commit off; per script the backend's instructions of a run of N3

@@ -1,6 +1,6 @@
 -- bench/plpgsql_outbox.sql: the transactional outbox written by hand in PL/pgSQL, the baseline of
 -- the relay comparison in bench/outbox.sh (idem_outbox_next + idem_outbox_done against
--- bench_o.next + bench_o.done). The same guarantees, and nothing issue 17 does not ask for:
+-- bench_o.next + bench_o.done). The same guarantees, and nothing more:
 --   per-key order                       emit takes a transaction lock on (topic, key)
 --                                       (pg_advisory_xact_lock) before it draws seq from a
 --                                       sequence, so per key seq is the commit order; next hands

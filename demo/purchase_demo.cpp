@@ -1,4 +1,4 @@
-// The purchase demo (issue 17), every party a process of its own. A payment provider sends the
+// The purchase demo, every party a process of its own. A payment provider sends the
 // shop Standard Webhooks: payment.succeeded twice under one id, the same fact under a second id,
 // last a late payment.pending. The shop's endpoint verifies, receives into the inbox, moves the
 // order AWAITING_PAYMENT -> PAID and emits order.paid (dedup key order:<id>:paid) in one

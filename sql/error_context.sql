@@ -1,4 +1,4 @@
--- Errors raised inside the extension's own SQL statements (issue 18): the CONTEXT lines a caller
+-- Errors raised inside the extension's own SQL statements: the CONTEXT lines a caller
 -- sees never show the internal statement text (SPI's 'SQL statement "INSERT INTO
 -- idempotency..."'). The errors here are caused by the operator's own objects on the internal
 -- tables (a unique index, a CHECK, a trigger) or by the caller's statement_timeout; the caller's

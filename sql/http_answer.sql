@@ -1,5 +1,5 @@
 -- idem_http_answer: the HTTP answer (status, headers, body) of every claim outcome and of a key's
--- stored result (the IK003 path), and idem_fingerprint of the raw body as bytea (issue 31).
+-- stored result (the IK003 path), and idem_fingerprint of the raw body as bytea.
 \pset null '<NULL>'
 SET client_min_messages = warning;
 \i test/regress/helpers.sql

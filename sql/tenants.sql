@@ -1,4 +1,4 @@
--- Tenants apart (issue 28, docs/tenants.md): scope, consumer and topic prefixes bound to roles.
+-- Tenants apart (docs/tenants.md): scope, consumer and topic prefixes bound to roles.
 -- Two tenants, a and b, each an application role in a bound group role; every stateful function
 -- across tenants is refused with 42501 and writes nothing, within a tenant it works; with no
 -- binding nothing changes (the outbox's dedup_key hijack of the issue works there, and is
@@ -29,7 +29,7 @@ GRANT EXECUTE ON FUNCTION ten_state() TO idem_ten_users;
 CREATE TEMP TABLE ids (name text PRIMARY KEY, id uuid);
 GRANT ALL ON ids TO idem_ten_users;
 
--- No binding: exactly today's behaviour, the hijack of issue 28 included ------------------------
+-- No binding: exactly today's behaviour, the hijack of the 0.8 review included -------------
 SELECT count(*) AS bindings FROM idempotency.idem_bindings;
 -- b emits first into a's topic under the dedup_key a will use ...
 SET ROLE idem_ten_b_app;

@@ -62,7 +62,7 @@ SELECT idempotency.idem_webhook_verify_standard(:secret, :msg_id, :ts, :body,
        idempotency.idem_webhook_verify_standard(:secret, :msg_id, :ts, :body, 'v1a,' || substr(:sig, 4),
                                     now => :at) AS only_other_versions;
 
--- what the sender sent, malformed or missing: false, no error (issue 18; these raised 22023 /
+-- what the sender sent, malformed or missing: false, no error (these raised 22023 /
 -- 22004 before); the receiver's own mistakes: 22023 / 22004, the secret never in a message
 SELECT idempotency.idem_webhook_verify_standard(:secret, 'msg_1', '1614265330', 'x', '') AS empty_header,
        idempotency.idem_webhook_verify_standard(:secret, 'msg_1', '1614265330', 'x', 'g0hM9SsE+OTPJTGt')
@@ -109,7 +109,7 @@ SELECT idempotency.idem_webhook_verify_stripe(:ssecret, :sheader, :sbody, now =>
                                   split_part(:sheader, ',', 2), :sbody, now => :sat) AS several_v1,
        idempotency.idem_webhook_verify_stripe(:ssecret, 't=1700000000,v0=' ||
                                   split_part(:sheader, 'v1=', 2), :sbody, now => :sat) AS v0_only;
--- a malformed header is false, not an error (issue 18); an empty secret is the receiver's 22023
+-- a malformed header is false, not an error; an empty secret is the receiver's 22023
 SELECT idempotency.idem_webhook_verify_stripe(:ssecret, 'v1=abcd', 'x') AS no_t,
        idempotency.idem_webhook_verify_stripe(:ssecret, 't=1,t=2,v1=abcd', 'x') AS two_t,
        idempotency.idem_webhook_verify_stripe(:ssecret, 't=1,garbage', 'x') AS no_equals,
@@ -177,14 +177,14 @@ SELECT try($$SELECT idempotency.idem_webhook_receive('w_err', 'stripe', ARRAY['s
     't=1,v1=00', '1')$$) AS stripe_with_timestamp;
 SELECT try($$SELECT idempotency.idem_webhook_receive('w_err', 'standard', ARRAY['whsec_###'], 'e',
     'x', 'v1,AAAA', '1')$$) AS bad_secret;
--- a NULL event id is the sender's: an outcome, not an error (issue 18; it raised 22004)
+-- a NULL event id is the sender's: an outcome, not an error (it raised 22004)
 SELECT idempotency.idem_webhook_receive('w_err', 'standard', ARRAY['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'],
     NULL, 'x', 'v1,AAAA', '1') AS null_event_id;
 SELECT try($$SELECT idempotency.idem_webhook_receive(NULL, 'standard', ARRAY['s'], 'e', 'x', 'h', '1')$$, true)
     AS null_consumer;
 SELECT count(*) AS err_rows FROM wh WHERE consumer = 'w_err';
 
--- Sender input never raises (issue 18) ------------------------------------------------------
+-- Sender input never raises ------------------------------------------------------
 -- Every field an unauthenticated sender controls (the event id, the body, the signature and
 -- timestamp headers), missing, NULL, empty, blank, with CR/LF, oversized or malformed, ends in
 -- an outcome, never an error; only deliveries answered new write a row.

@@ -1,4 +1,4 @@
--- Verify and receive agree on every degenerate sender input (issue 28, item 6): each case runs
+-- Verify and receive agree on every degenerate sender input: each case runs
 -- idem_webhook_verify_* (boolean) and idempotency.idem_webhook_receive (outcome) on the same input, both
 -- schemes, and checks that receive records the event exactly when verify is true (stripe: and
 -- the event id, which verify does not see, is 1 to 1024 bytes), and that an error of the

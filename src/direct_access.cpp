@@ -180,7 +180,7 @@ void close_indexes(ResultRelInfo *rri) {
 // Raises the error of a call that finds the extension's table gone: the schema's (3F000, as in a
 // database without the extension) when DROP EXTENSION removed both, else 42P01. Never XX000:
 // a DROP EXTENSION that commits while a call waits for the table's lock is an ordinary race
-// (issue 28; test/isolation/specs/drop_extension_race.spec).
+// (test/isolation/specs/drop_extension_race.spec).
 [[noreturn]] void internal::table_missing(const char *relname) {
     (void)extension_schema();
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),

@@ -18,7 +18,7 @@ namespace {
 
 // The OID of pg_catalog.pg_dist_partition (InvalidOid: no Citus here), looked up again after any
 // change to pg_class: the name lookup, a catalog cache miss without Citus, was 400
-// instructions of every claim and delivery (issue 18). The invalidation that CREATE EXTENSION
+// instructions of every claim and delivery. The invalidation that CREATE EXTENSION
 // citus sends is taken with the lock on the table, before citus_table is asked under it.
 Oid dist_oid = InvalidOid;
 bool dist_known = false;

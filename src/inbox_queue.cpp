@@ -242,8 +242,8 @@ IDEM_PG_FUNCTION(idem_inbox_next) {
     idem::pg::SavedUser su;
     idem::pg::enter(&su);
     // One generic plan (the queue index in its order, then the rows by address): custom plans,
-    // which the plan cache would keep choosing for LIMIT $3, cost a planning per call (issue 18:
-    // 650k of 1.2M instructions).
+    // which the plan cache would keep choosing for LIMIT $3, cost a planning per call
+    // (650k of 1.2M instructions).
     SPIPlanPtr plan = inbox_on_citus()
                           ? saved_plan(&plan_next_citus, SQL_NEXT_CITUS, 5, NEXT_TYPES, 0)
                           : saved_plan(&plan_next, SQL_NEXT, 5, NEXT_TYPES);

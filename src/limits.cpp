@@ -1,4 +1,4 @@
-// The bounds of what callers store (limits.hpp). Found by an attacker review (issue 28): a
+// The bounds of what callers store (limits.hpp). Found by an attacker review: a
 // response of 20,000 headers, 200 MB bodies, and an emit loop over ~140,000 distinct keys that
 // filled the server's shared lock table, after which every new connection to every database
 // failed with "out of shared memory" until the emitting transaction ended.

@@ -137,7 +137,7 @@ inline bool walk_expression(Node *node, ExpressionWalker walker, void *context) 
 #endif
 }
 
-// The search path of code that runs as the extension's owner (issue 28): pg_catalog, never the
+// The search path of code that runs as the extension's owner: pg_catalog, never the
 // caller's schemas nor its temporary schema, so that no type, function, operator or relation the
 // caller planted is found by name. pin_search_path ... unpin_search_path; an error between them is
 // undone by the (sub)transaction's abort. 15 and 16: an override search path of pg_catalog alone

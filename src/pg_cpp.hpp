@@ -54,7 +54,7 @@ namespace idem::pg {
 
 // The state handed from the catch block to the ereport that follows it. Only the first byte of
 // each text is set here: every boundary crossing makes one (invoke, each call_cpp), and zeroing
-// the 1.5 kB on each was about 1,000 instructions of a replay (issue 18). The texts are written
+// the 1.5 kB on each was about 1,000 instructions of a replay. The texts are written
 // with copy_text, which terminates them.
 struct PendingError {
     int sqlerrcode;

@@ -3,7 +3,7 @@
 // A function in FROM is a function scan: every execution copies the result type's descriptor
 // four times, puts the one row into a tuplestore (a 16 KiB array allocated and freed per
 // execution) and reads it back. For a replay that machinery, not the claim, was what kept
-// idem_claim under 0.9 x the bare SELECT of the same row (issue 18, bench/RESULTS.md). This
+// idem_claim under 0.9 x the bare SELECT of the same row (bench/RESULTS.md). This
 // planner hook replaces the function scan of a lone idem_claim call by a custom scan that calls
 // the claim (claim_row) and hands its columns to the plan in a virtual slot. It takes only the
 // calls whose meaning it keeps: no WITH ORDINALITY, no LATERAL reference, no whole-row

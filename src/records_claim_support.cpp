@@ -3,7 +3,7 @@
 // PostgreSQL fills a call's omitted arguments with their defaults at planning, and the executor
 // then prepares and evaluates one expression per argument on every execution of the plan.
 // `SELECT ... FROM idem_claim('s', 'k', fp)` thus carries three constant defaults (lease, ttl,
-// wait), about 2,000 instructions a call (issue 18: a replay is only 1.1 x the bare SELECT's).
+// wait), about 2,000 instructions a call (a replay is only 1.1 x the bare SELECT's).
 // At planning this support function drops the trailing arguments that are at their defaults, and
 // idem_claim treats an absent argument as NULL (arguments.hpp's arg_null), which for each of them
 // means the declared default: fingerprint, lease and ttl DEFAULT NULL, wait DEFAULT true (NULL

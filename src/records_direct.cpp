@@ -81,7 +81,7 @@ Datum copied(const TupleTableSlot *slot, AttrNumber att, MemoryContext cxt, bool
 
 // Reads the record in slot into *out, varlena values copied into cxt. The row is deformed once
 // (plain_columns checked that the table has the shape's columns and no other): a slot_getattr
-// per column deformed it a few columns at a time, 1,000 instructions of a replay (issue 18).
+// per column deformed it a few columns at a time, 1,000 instructions of a replay.
 void fill_record(TupleTableSlot *slot, MemoryContext cxt, StoredRecord *out) {
     const direct::Table &r = records;
     bool isnull;

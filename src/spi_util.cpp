@@ -193,11 +193,11 @@ static int planning(SPIPlanPtr plan) {
 uint64 exec(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only, long tcount) {
     MemoryContext cxt = CurrentMemoryContext;
     // A generic plan is kept until the next invalidation, whatever the table grows to meanwhile:
-    // it is made without sequential scans, which a small table would get and keep (issue 18: a
+    // it is made without sequential scans, which a small table would get and keep (a
     // queue's inbox churned from 200 to 10,000 rows under a sequential-scan plan). And every
     // plan is made without JIT: a generic plan's cost is estimated for an unknown LIMIT $n (a
     // tenth of the table), which passed jit_above_cost on a large outbox, and each execution
-    // then compiled 27 functions, 15 of its 18 ms (issue 17: the relay at 0.30 x the PL/pgSQL
+    // then compiled 27 functions, 15 of its 18 ms (the relay at 0.30 x the PL/pgSQL
     // queue). The settings are undone after the statement, or by the (sub)transaction abort.
     const int plans = planning(plan);
     const int nest = plans > 0 ? NewGUCNestLevel() : -1; // const: kept over setjmp
@@ -252,7 +252,7 @@ Datum result_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls) {
     // The type cache's entry lives as long as the backend and an invalidation of the type only
     // resets its tupDesc, so the entry is kept and asked again only then; the descriptor needs
     // no pin (lookup_rowtype_tupdesc's reference count and resource owner entry), since nothing
-    // up to heap_form_tuple can process an invalidation (issue 18: 400 instructions a replay).
+    // up to heap_form_tuple can process an invalidation (400 instructions a replay).
     static TypeCacheEntry *entry = nullptr;
     if (entry == nullptr || entry->type_id != type || entry->tupDesc == nullptr) {
         entry = lookup_type_cache(type, TYPECACHE_TUPDESC);

@@ -17,7 +17,7 @@ namespace idem::pg {
 // cursor_options: CURSOR_OPT_GENERIC_PLAN by default, one plan for every execution: the plan
 // cache would otherwise keep choosing custom plans for statements whose parameters fold into
 // cheaper-looking estimates (a LIMIT $n; timestamp arithmetic on $n), and plan them anew on
-// every call (issue 18: idem_inbox_done and idem_inbox_next did). 0 lets the plan cache choose,
+// every call (idem_inbox_done and idem_inbox_next did). 0 lets the plan cache choose,
 // for a statement whose best plan depends on its parameters.
 SPIPlanPtr saved_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes,
                       int cursor_options = CURSOR_OPT_GENERIC_PLAN);

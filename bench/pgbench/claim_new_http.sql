@@ -1,4 +1,4 @@
--- claim_new.sql as the client packages send it (issue 31): idem_claim joined with
+-- claim_new.sql as the client packages send it: idem_claim joined with
 -- idempotency.idem_http_answer (NULLs for claimed), whose whole-row argument turns the claim's custom scan
 -- into a function scan.
 \set k random(1, 9000000000000000000)

@@ -2,7 +2,7 @@
 CREATE EXTENSION idempotency;
 \ir ../plpgsql_queue.sql
 
--- The textbook dedup table of issue 18, the baseline of idem_inbox_receive.
+-- The textbook dedup table, the baseline of idem_inbox_receive.
 CREATE SCHEMA bench_bare;
 CREATE TABLE bench_bare.processed_event (
     event_id       text,

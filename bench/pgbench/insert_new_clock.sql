@@ -1,4 +1,4 @@
--- For information (NOTES=1 bench/load.sh): the bare baseline of idem_claim before issue 18,
+-- For information (NOTES=1 bench/load.sh): an older bare baseline of idem_claim,
 -- which reads the clock four times per row (clock_timestamp()); a careful user would not
 -- (insert_new.sql is the baseline of record).
 \set k random(1, 9000000000000000000)

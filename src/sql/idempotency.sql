@@ -356,8 +356,8 @@ COMMENT ON FUNCTION idempotency.idem_secure_equal(bytea, bytea) IS
 
 -- Inbox: per-consumer event dedup, a leased work queue, an ordering guard (docs/inbox.md) -------
 -- The primary key leads with the event id: most rows of an inbox share one consumer, so a key
--- that started with it would make every index comparison compare two columns instead of one
--- (issue 18). available_at: a retryable failure queues the event again from then (exponential
+-- that started with it would make every index comparison compare two columns instead of one.
+-- available_at: a retryable failure queues the event again from then (exponential
 -- backoff with jitter, src/leased_queue.cpp).
 CREATE TABLE idempotency.inbox (
     consumer         text        NOT NULL,

@@ -1,4 +1,4 @@
-// The load and the checks of the failover stage (test/stages/failover.sh, issue 29): a mixed load
+// The load and the checks of the failover stage (test/stages/failover.sh): a mixed load
 // of every feature against a primary with a streaming standby, through a multi-host conninfo with
 // target_session_attrs=read-write, so that the clients follow a failover (the stage SIGKILLs the
 // primary and promotes the standby while this program runs). Every answer the server

@@ -1,4 +1,4 @@
-// The outbox under faults (issue 17): producers emit events in transactions with a business row
+// The outbox under faults: producers emit events in transactions with a business row
 // (some of them rolled back), relay processes deliver them into a sink, the relays are SIGKILLed
 // at chosen points and replaced, and the server is crash-restarted (pg_ctl stop -m immediate)
 // while producers and relays run. Afterwards, read from the database:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scale-out on Citus (issue 16): a coordinator and two workers, each a throwaway cluster of
+# Scale-out on Citus: a coordinator and two workers, each a throwaway cluster of
 # this machine's PostgreSQL (16-18) with shared_preload_libraries = 'citus,pg_cron,idempotency'
 # (Citus must come first), trust auth on 127.0.0.1, max_prepared_transactions for Citus's
 # two-phase commit. Citus is built from ../shared/thirdparty/citus-*.tar.gz (relative to the
@@ -229,10 +229,10 @@ if [ "$in_shard" != 1 ] || [ "${shell[0]}${shell[1]}${shell[2]}" != 000 ] || [ "
     done
     [ -n "$lost" ] ||
         fail "the delegated claim answered '$outcome' but its row is neither in shard $shard_rel nor in a shell table"
-    fail "the delegated claim answered '$outcome' but its row is not in shard $shard_rel: it went into the shell table idempotency.records of${lost}, where no query on the distributed table, no idem_lookup and no purge will ever see it, and a claim of the same key in a coordinator transaction claims it again (issue 16: silent data loss; idempotency.idem_distribute() and the shard-aware paths are to fix it)"
+    fail "the delegated claim answered '$outcome' but its row is not in shard $shard_rel: it went into the shell table idempotency.records of${lost}, where no query on the distributed table, no idem_lookup and no purge will ever see it, and a claim of the same key in a coordinator transaction claims it again (silent data loss; idempotency.idem_distribute() and the shard-aware paths are to fix it)"
 fi
 
-# --- the cluster as a user runs it (issue 16 "Tests") -----------------------------------------
+# --- the cluster as a user runs it -----------------------------------------
 # qv NODE SQL: like q, but errors are printed with their SQLSTATE (stderr into stdout).
 qv() {
     local out
@@ -421,7 +421,7 @@ expect "pg_cron runs (succeeded failed)" "${runs#* }" 0
 expect "idempotency.idem_unschedule_purge()" "$(qv 0 "SELECT idempotency.idem_unschedule_purge()")" t
 say "pg_cron on the coordinator: job $job (idempotency.idem_schedule_purge('2 seconds')) purged both workers' shards (${runs% *} run(s) succeeded, none failed)"
 
-# --- The outbox (issue 17; docs/citus.md "The outbox") -----------------------------------------
+# --- The outbox (docs/citus.md "The outbox") -----------------------------------------
 # idempotency.outbox is distributed by topic in a co-location group of its own; idem_outbox_next
 # is delegated by topic; idem_outbox_emit runs on the coordinator (its key lock and its sequence
 # number there, the INSERT routed to the topic's shard) and is refused on a worker; done, fail
@@ -760,7 +760,7 @@ expect "2.0.0: inbox next" "$(qv 0 "SELECT event_id || ' ' || attempt FROM idemp
 expect "2.0.0: outbox next" "$(qv 0 "SELECT payload->>'n' FROM idempotency.idem_outbox_next('$ut', 10)")" 1
 say "0.7 -> 2.0.0 (through 1.0.0 and 1.1.0) on the cluster: every node at 2.0.0 (every routine moved out of public, the purge procedures pinned, the bindings table, idem_stuck in C), the delegation unchanged; a 0.7 record replays its exact body, a new key is claimed and completed, the inbox and outbox rows of 0.7 are handed out"
 
-# --- still to come (issue 16 "Tests") ---------------------------------------------------------
+# --- still to come ---------------------------------------------------------
 # - a shard moved (citus_move_shard_placement, block_writes) mid-load
 
 if [ -n "${IDEM_CITUS_KEEP:-}" ]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The examples stage (issues 19 and 31), one run per call:
+# The examples stage, one run per call:
 #   test/stages/examples.sh SERVICE ROUTE   SERVICE: fastapi | flask | express | fastify | go (the
 #                                           services of examples/, each a user of its client
 #                                           package in clients/); ROUTE: direct | pgbouncer

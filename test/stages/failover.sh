@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The failover stage (issue 29): the extension's writes on a primary with a streaming standby,
+# The failover stage: the extension's writes on a primary with a streaming standby,
 # and failovers under load. Two clusters of its own (the shared test cluster is not touched):
 # node0 and node1 on ports IDEM_FAILOVER_PORT and the next (default IDEM_PGPORT + 5, + 6), in
 # /tmp/idem-failover-PORT, initdb --data-checksums (pg_rewind), the extension preloaded as

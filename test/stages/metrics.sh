@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The metrics stage (issue 31): monitoring/ where operators look.
+# The metrics stage: monitoring/ where operators look.
 # 1. promtool check rules and promtool test rules (monitoring/alerts_test.yml: every alert fires
 #    on a synthetic fault and stays silent on healthy series); the dashboard is valid JSON.
 # 2. On the shared test cluster (test/run-all's, PGHOST/PGPORT set): a database idem_metrics,

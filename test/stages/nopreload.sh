@@ -218,7 +218,7 @@ SELECT val($$SELECT count(*) FROM idempotency.idem_outbox_next('settings', 1)$$)
 SQL
 # JIT: the extension's saved statements are planned with jit off, whatever jit_above_cost says (a
 # generic plan's cost, estimated for an unknown LIMIT $n, passed the default 100,000 on a large
-# outbox, and every idem_outbox_next then compiled 27 functions: issue 17's relay at 0.30 x).
+# outbox, and every idem_outbox_next then compiled 27 functions: the relay at 0.30 x).
 # auto_explain prints each plan to the client; "JIT:" marks a compiled one. The control query
 # shows that JIT is there to be used (without the server's LLVM support the check is skipped).
 jit_out=$(psql -qAtX -d settings_db 2>&1 <<'SQL'

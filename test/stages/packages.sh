@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The packages stage (issue 30): what a user installs, installed the way a user installs it.
+# The packages stage: what a user installs, installed the way a user installs it.
 #   1. META.json against the PGXN Meta spec v1 (test/packages/meta.py, with its self-test), and
 #      the versions agreeing: META.json, debian/changelog's upstream version, default_version of
 #      idempotency.control;

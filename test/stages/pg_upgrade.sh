@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The pg_upgrade stage (issue 41, item 5): a cluster with the extension and data in every state is
+# The pg_upgrade stage: a cluster with the extension and data in every state is
 # upgraded to the next major with `pg_upgrade --check`, then `pg_upgrade`, the way
 # docs/operations.md "Major upgrades" tells a DBA to, and the upgraded cluster is checked:
 #   15 -> 17 in the trixie chroot, copy mode (the old cluster stays usable: the rollback path);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The attack stage (issue 28): roles that hold the recipe's grants (docs/operations.md
+# The attack stage: roles that hold the recipe's grants (docs/operations.md
 # "Privileges"), a role with EXECUTE on everything and a database owner plant decoys wherever
 # PostgreSQL resolves names, then call every entry point they can reach, in every outcome, with
 # idempotency.direct_access and idempotency.claim_scan on and off. Fails when any decoy ran as a

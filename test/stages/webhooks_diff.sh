@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The webhooks_diff stage (issue 28, item 6): the extension's webhook signatures against the
+# The webhooks_diff stage: the extension's webhook signatures against the
 # official libraries (npm standardwebhooks, svix, stripe), test/webhooks/diff.js. The packages
 # come from the npm registry at the versions of test/webhooks/package-lock.json (`npm ci`),
 # into IDEM_WH_NODE_CACHE (default /var/tmp/idem-webhooks-node), reused while the lock file is

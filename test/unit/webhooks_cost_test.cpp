@@ -1,4 +1,4 @@
-// What a webhook verification costs the receiver (issue 28, item 6): no HMAC for a request
+// What a webhook verification costs the receiver: no HMAC for a request
 // that a check without one refuses (no candidate signature for the scheme, no usable
 // timestamp, a stale timestamp, an unusable id), and otherwise exactly one HMAC per secret,
 // however many candidates the header carries. Counted through Checks::hmac, not timed.

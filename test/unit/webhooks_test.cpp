@@ -171,7 +171,7 @@ TEST(StandardWebhooks, ToleranceBothDirections) {
                               Clock{ts * 1000000 + 300000001, 300000000}),
               Verdict::StaleTimestamp);
     // a stale timestamp is refused before any HMAC: a forged signature is not looked at
-    // (issue 28; was InvalidSignature, after an HMAC of the body per secret)
+    // (was InvalidSignature, after an HMAC of the body per secret)
     EXPECT_EQ(verify_standard(one(kSecret), kMsgId, kTs, kPayload,
                               "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
                               Clock{(ts + 1000) * 1000000, kTolerance}),
@@ -183,7 +183,7 @@ TEST(StandardWebhooks, ToleranceBothDirections) {
 }
 
 // What the sender controls never throws: a malformed header or timestamp is an invalid
-// signature (issue 18; these raised 22023 before).
+// signature (these raised 22023 before).
 TEST(StandardWebhooks, MalformedSenderInputIsInvalidSignature) {
     auto verify = [&](std::string ts, std::string header) {
         return outcome_of(
@@ -372,7 +372,7 @@ TEST(Stripe, Tolerance) {
     EXPECT_EQ(at(1699999699), Verdict::StaleTimestamp);
 }
 
-// What the sender controls never throws (issue 18; these raised 22023 before).
+// What the sender controls never throws (these raised 22023 before).
 TEST(Stripe, MalformedHeaderIsInvalidSignature) {
     Clock clock{INT64_C(1700000000) * 1000000, kTolerance};
     auto verify = [&](std::string header) {

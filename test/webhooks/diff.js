@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The webhooks_diff stage (issue 28, item 6): the extension's webhook signatures against the
+// The webhooks_diff stage: the extension's webhook signatures against the
 // official libraries, npm standardwebhooks and svix (Standard Webhooks) and stripe (the
 // Stripe-Signature header), versions pinned in package.json / package-lock.json here.
 //
