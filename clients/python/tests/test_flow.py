@@ -83,7 +83,7 @@ def test_single_stored_commits_in_the_requests_transaction():
             params["shared"]) == ("u", "POST /p", "k-1", BODY, False)
     scope, key, attempt, status, headers, body, rid, stored = d.steps[3][1][0][1]
     assert (scope, key, attempt, status, body, rid, stored) == (
-        "u/POST /p", "k-1", 1, 201, b'{"id":"p7"}', None, ["Content-Type", "Location"])
+        "u/POST /p", "k-1", 1, 201, b'{"id":"p7"}', None, '{"Content-Type","Location"}')
     # every header as the framework names it, a repeated one's values joined
     assert headers.obj == {"content-type": "application/json", "location": "/v1/payments/p7",
                            "set-cookie": "a=1, b=2"}

@@ -117,6 +117,10 @@ class Options:
         for name, value in (("lease", lease), ("ttl", ttl), ("heartbeat", heartbeat),
                             ("headers", tuple(self.headers))):
             object.__setattr__(self, name, value)
+        # the headers as a text[] literal, made once: binding the list anew on every request
+        # (psycopg's array dumper, a quote per element) cost more than the rest of end_args
+        object.__setattr__(self, "_headers_array", "{%s}" % ",".join(
+            '"%s"' % h.replace("\\", "\\\\").replace('"', '\\"') for h in self.headers))
 
 
 @dataclass(frozen=True)
@@ -282,7 +286,7 @@ def end_args(h: Handle, result: Answer) -> tuple:
     pairs = headers.items() if isinstance(headers, dict) else headers
     o = h.options
     return (h.scope, h.key, h.attempt, status, Jsonb(header_object(pairs)), body, h.resource_id,
-            list(o.headers))
+            o._headers_array)
 
 
 class Checked:
