@@ -402,6 +402,23 @@ IDEM_PG_FUNCTION(idem_fingerprint_text) {
     PG_RETURN_BYTEA_P(bytea_of(d));
 }
 
+namespace {
+
+// The digest of raw body bytes (UTF-8 whatever the database encoding) after the path filters:
+// true with it in *out, or false with the core's refusal in *pe.
+bool bytea_digest(const char *s, size_t len, bool exact, const PathList *ex, const PathList *in,
+                  bytea **out, PendingError *pe) {
+    idem::jcs::CanonicalWriter *w = prepare_writer(exact, ex, in);
+    idem::Digest d{};
+    bool ok = run_cpp(*pe, [&] { d = idem::jcs::fingerprint_into(std::string_view(s, len), *w); });
+    release_writer(w);
+    if (ok)
+        *out = bytea_of(d);
+    return ok;
+}
+
+} // namespace
+
 // idem_fingerprint(bytea, exclude text[], include text[], exact_numbers boolean) -> bytea: the
 // raw request body as a driver sends bytes (psycopg's bytes, a Node Buffer, a Go []byte), read
 // as UTF-8 whatever the database encoding; invalid UTF-8 is 22021, as in the text form.
@@ -412,25 +429,16 @@ IDEM_PG_FUNCTION(idem_fingerprint_bytea) {
     PathList ex, in;
     filter_args(fcinfo, &ex, &in);
     bytea *b = PG_GETARG_BYTEA_PP(0);
-    const char *s = VARDATA_ANY(b);
-    size_t len = VARSIZE_ANY_EXHDR(b);
-    idem::jcs::CanonicalWriter *w = prepare_writer(exact, &ex, &in);
-    idem::Digest d =
-        call_cpp([&] { return idem::jcs::fingerprint_into(std::string_view(s, len), *w); });
-    release_writer(w);
-    PG_RETURN_BYTEA_P(bytea_of(d));
+    bytea *out = nullptr;
+    PendingError pe;
+    if (!bytea_digest(VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), exact, &ex, &in, &out, &pe))
+        raise(pe);
+    PG_RETURN_BYTEA_P(out);
 }
 
 // (fingerprints.hpp) idem_fingerprint(bytea) of a request body for idem_http_begin, whose refusal
 // is the sender's 400 rather than an error.
 bool idem::pg::fingerprints::body_fingerprint(const char *s, size_t len, bytea **out,
                                               PendingError *pe) {
-    idem::jcs::CanonicalWriter *w = prepare_writer(false, nullptr, nullptr);
-    idem::Digest d{};
-    bool ok = run_cpp(*pe, [&] { d = idem::jcs::fingerprint_into(std::string_view(s, len), *w); });
-    release_writer(w);
-    if (!ok)
-        return false;
-    *out = bytea_of(d);
-    return true;
+    return bytea_digest(s, len, false, nullptr, nullptr, out, pe);
 }

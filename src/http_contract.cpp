@@ -11,11 +11,11 @@
 // apply through the claim's and the complete's own argument checks.
 #include "http_answer_row.hpp"
 #include "fingerprints.hpp"
+#include "key_header.hpp"
 #include "records.hpp"
 
 #include "crypto.hpp"
 #include "http_contract.hpp"
-#include "http_fields.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -98,22 +98,6 @@ const char *refusal(const idem::pg::PendingError &pe) {
     return pe.detail[0] != '\0' ? psprintf("%s: %s", pe.message, pe.detail) : pstrdup(pe.message);
 }
 
-// The key an Idempotency-Key header carries (as idem_key_from_header), or false with the refusal.
-bool parse_key(Datum header, Datum *key, idem::pg::PendingError *pe) {
-    std::string_view value = text_view(header);
-    text *out = static_cast<text *>(palloc(VARHDRSZ + value.size()));
-    char *data = VARDATA(out);
-    size_t n = 0;
-    if (!idem::pg::run_cpp(*pe, [&] {
-            n = idem::parse_key_header(value, data);
-            idem::validate_name("key", n, idem::max_key_bytes);
-        }))
-        return false;
-    SET_VARSIZE(out, VARHDRSZ + n);
-    *key = PointerGetDatum(out);
-    return true;
-}
-
 // The fingerprint of the raw body: SHA-256 of nothing for an absent or empty one.
 bool body_fingerprint(bool body_null, Datum body, Datum *fp, idem::pg::PendingError *pe) {
     bytea *b = body_null ? nullptr : DatumGetByteaPP(body);
@@ -146,7 +130,7 @@ bool read_request(FunctionCallInfo fcinfo, Datum *v, bool *n, Datum *fp) {
     }
     idem::pg::PendingError pe;
     bool ok =
-        parse_key(PG_GETARG_DATUM(2), &v[B_KEY], &pe) &&
+        idem::pg::key_header::parse(PG_GETARG_DATUM(2), &v[B_KEY], &pe) &&
         body_fingerprint(PG_ARGISNULL(3), PG_ARGISNULL(3) ? (Datum)0 : PG_GETARG_DATUM(3), fp, &pe);
     if (ok) {
         n[B_KEY] = false;
