@@ -60,6 +60,45 @@ SELECT idempotency.idem_http_end('u/POST /h', 'k', 1, 201,
 SELECT resource_id, response_headers FROM idempotency.idem_lookup('u/POST /h', 'k');
 SELECT status, headers FROM idempotency.idem_http_begin('u', 'POST /h', 'k', '{}');
 
+-- idem_http_end's headers: not a JSON object is 22023 and writes nothing; a value that is no
+-- string (a number, true) is stored as its text, and a numeric Location still names the resource.
+SELECT run FROM idempotency.idem_http_begin('u', 'POST /hv', 'k', NULL);
+SELECT try($$SELECT idempotency.idem_http_end('u/POST /hv', 'k', 1, 201, '["Location"]')$$);
+SELECT status FROM idempotency.idem_lookup('u/POST /hv', 'k');
+SELECT idempotency.idem_http_end('u/POST /hv', 'k', 1, 201, '{"location": 7, "X-Flag": true}',
+    stored_headers => '{Location,X-Flag}');
+SELECT resource_id, response_headers FROM idempotency.idem_lookup('u/POST /hv', 'k');
+
+-- idem_http_problem: a NULL detail is JSON null, a Retry-After of 0 is still sent, a NULL
+-- status has no answer (idem_http_errors' IK003 row).
+SELECT status, headers, convert_from(body, 'UTF8') AS body
+FROM idempotency.idem_http_problem(418, NULL, 0);
+SELECT idempotency.idem_http_problem(NULL, 'x') IS NULL AS no_answer;
+
+-- EXECUTE on idem_http_begin and idem_http_end is all a role needs (not on idem_claim or
+-- idem_complete), and a scope bound to another role refuses them as it refuses idem_claim.
+CREATE ROLE regress_http_app;
+CREATE ROLE regress_http_owner;
+GRANT EXECUTE ON FUNCTION
+    idempotency.idem_http_begin(text, text, text, bytea, interval, interval, boolean),
+    idempotency.idem_http_end(text, text, integer, integer, jsonb, bytea, text, text[])
+TO regress_http_app;
+SELECT idempotency.idem_bind('scope', 'bound/', 'regress_http_owner') AS bound;
+SET ROLE regress_http_app;
+SELECT run, attempt FROM idempotency.idem_http_begin('app', 'POST /g', 'k', NULL);
+SELECT idempotency.idem_http_end('app/POST /g', 'k', 1, 201) AS stored;
+SELECT try($$SELECT idempotency.idem_http_begin('bound', 'POST /g', 'k', NULL)$$);
+SELECT try($$SELECT idempotency.idem_claim('app/POST /g', 'k2')$$);
+RESET ROLE;
+SELECT count(*) AS bound_records FROM idempotency.records WHERE scope LIKE 'bound/%';
+SELECT idempotency.idem_unbind('scope', 'bound/') AS unbound;
+REVOKE ALL ON FUNCTION
+    idempotency.idem_http_begin(text, text, text, bytea, interval, interval, boolean),
+    idempotency.idem_http_end(text, text, integer, integer, jsonb, bytea, text, text[])
+FROM regress_http_app;
+DROP ROLE regress_http_app;
+DROP ROLE regress_http_owner;
+
 -- Permissions: the functions run as the caller; without EXECUTE on them, 42501.
 CREATE ROLE regress_http_nobody;
 SET ROLE regress_http_nobody;
