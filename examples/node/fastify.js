@@ -22,8 +22,9 @@ async function valid(request, reply) {
 // One route, two modes: each hook is the request's mode's (?mode=two-phase); none when
 // IDEMPOTENCY=manual writes the record by hand (shop.payByHand, for bench/http.sh).
 const hooks = new Map([[shop.idem.single, shop.idem.single.fastify()], [shop.idem.twoPhase, shop.idem.twoPhase.fastify()]]);
+const none = Promise.resolve(); // a hook's promise: Fastify waits on it, not on a callback
 const idem = Object.fromEntries(Object.keys(hooks.get(shop.idem.single)).map((name) =>
-  [name, async (request, ...rest) => (shop.byHand(request) ? undefined : hooks.get(shop.idemFor(request))[name](request, ...rest))]));
+  [name, (request, ...rest) => (shop.byHand(request) ? none : hooks.get(shop.idemFor(request))[name](request, ...rest))]));
 
 app.post('/v1/payments', { preValidation: valid, ...idem }, async (request, reply) => {
   if (shop.byHand(request)) {

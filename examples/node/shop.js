@@ -28,7 +28,8 @@ pool.on('error', (err) => console.error('idle connection:', err.message));
 // (bench/http.sh's baseline), IDEMPOTENCY=manual the single-transaction mode by hand (below).
 const off = env('IDEMPOTENCY', 'on') === 'off';
 const twoPhase = (req) => req.query.mode === 'two-phase';
-const byHand = (req) => env('IDEMPOTENCY', 'on') === 'manual' && !twoPhase(req);
+const manualMode = env('IDEMPOTENCY', 'on') === 'manual';
+const byHand = (req) => manualMode && !twoPhase(req);
 const options = { pool, principal: (req) => req.order.customer, prepare: PREPARE };
 const idem = {
   single: idempotency({ ...options, mode: off ? 'off' : 'single' }),

@@ -46,7 +46,7 @@ function express(idem, handler) {
   return async function idempotent(req, res, next) {
     let request;
     try {
-      await idem.ready();
+      if (!idem.errors) await idem.ready();
       request = await describe(o, req, template(req), await rawBody(req));
     } catch (err) {
       return next(err);

@@ -1,11 +1,10 @@
 'use strict';
 // Fastify (README.md): idem.fastify() is a route's options (hooks); idem.fastifyPlugin checks the
 // database when the app starts (onReady). preParsing keeps the body's exact bytes whatever the
-// content-type parser makes of them, preHandler calls idem_http_begin, the handler finds its
+// content-type parser makes of them (a second 'data' listener on the request's own stream), preHandler calls idem_http_begin, the handler finds its
 // transaction in request.idem, onSend hands the serialized answer to idem_http_end before it
 // goes out (or puts the database's answer in its place), onError takes a thrown handler to the
 // error path (the answer of idem_http_errors, the key released).
-const { Transform } = require('node:stream');
 const { describe, handle, headersOf } = require('./request');
 
 const RAW = Symbol('idempotency raw body');
@@ -20,20 +19,18 @@ function replace(reply, a) {
 function fastify(idem) {
   const { o } = idem;
   return {
+    // The body's chunks as the content-type parser reads them. Paused first, so that the listener
+    // does not start the stream before the parser listens (it resumes it): no chunk and no 'end'
+    // is missed, an empty body included. A body no parser reads is empty (Fastify reads any other).
     async preParsing(request, reply, payload) {
       const chunks = [];
       request[RAW] = chunks;
-      const tee = new Transform({
-        transform(chunk, encoding, done) {
-          chunks.push(chunk);
-          done(null, chunk);
-        },
-      });
-      payload.on('error', (err) => tee.destroy(err));
-      return payload.pipe(tee);
+      payload.pause();
+      payload.on('data', (chunk) => chunks.push(chunk));
+      return payload;
     },
     async preHandler(request, reply) {
-      await idem.ready();
+      if (!idem.errors) await idem.ready();
       const body = Buffer.concat(request[RAW] ?? []);
       const req = await describe(o, request, request.routeOptions.url, body);
       const attempt = idem.attempt();
@@ -64,7 +61,8 @@ function fastify(idem) {
         if (payload != null && typeof payload !== 'string' && !Buffer.isBuffer(payload)) {
           a = await attempt.fail(new TypeError('idempotency: a streamed answer cannot be stored'));
         } else {
-          a = await attempt.finish(reply.statusCode, headersOf(Object.keys(reply.getHeaders()), (n) => reply.getHeader(n), o.headers),
+          const headers = reply.getHeaders();
+          a = await attempt.finish(reply.statusCode, headersOf(Object.keys(headers), (n) => headers[n], o.headers),
             Buffer.from(payload ?? ''));
         }
       }

@@ -313,6 +313,31 @@ describe('the raw body', () => {
       await s.close();
     }
   });
+  test('fastify: a body sent slowly in chunks is fingerprinted whole', async () => {
+    const idem = idempotency(base());
+    const s = await apps.fastify([{ path: '/c', idem, handler: (ctx) => ctx.answer(201, { 'Content-Type': 'text/plain' }, `${ctx.body.length}`) }]);
+    try {
+      const k = `k-${tag()}`;
+      const run = (ch) => ch.repeat(100000);
+      const parts = [`{"x":"${run('a')}`, run('b'), `${run('c')}"}`].map((p) => Buffer.from(p)); // 300 kB of JSON
+      // Chunked, 30 ms between the parts: the parser reads them as they come.
+      const slow = await new Promise((resolve, reject) => {
+        const req = require('node:http').request(`${s.base}/c`, { method: 'POST',
+          headers: { 'Content-Type': 'application/json', 'X-User': 'alice', 'Idempotency-Key': k } }, (res) => {
+          const got = [];
+          res.on('data', (c) => got.push(c)).on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(got).toString() }));
+        });
+        req.on('error', reject);
+        (async () => { for (const p of parts) { req.write(p); await sleep(30); } req.end(); })();
+      });
+      const again = await post(`${s.base}/c`, k, Buffer.concat(parts)); // the same bytes at once: a replay
+      const other = await post(`${s.base}/c`, k, `{"x":"${run('a')}${run('c')}${run('b')}"}`); // another order: 422
+      assert.deepEqual([slow.status, slow.body, again.status, again.headers.get('idempotent-replayed'), other.status],
+        [201, '300008', 201, 'true', 422]);
+    } finally {
+      await s.close();
+    }
+  });
   test('fastify: the JSON parser kept, the fingerprint of the exact bytes', async () => {
     const idem = idempotency(base());
     const s = await apps.fastify([{ path: '/j', idem, handler: (ctx) => ctx.answer(201, { 'Content-Type': 'text/plain' }, `amount ${ctx.body.amount}`) }], { json: true });
