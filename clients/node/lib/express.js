@@ -16,20 +16,22 @@ function send(res, a) {
 }
 
 // The request body's exact bytes: express.raw()'s Buffer, a rawBody kept by a parser's verify
-// option, or the stream itself when no parser read it.
-async function rawBody(req) {
+// option, or the stream itself when no parser read it (then a promise).
+function rawBody(req) {
   if (Buffer.isBuffer(req.rawBody)) return req.rawBody;
   if (Buffer.isBuffer(req.body)) return req.body;
   if (typeof req.body === 'string') return Buffer.from(req.body);
-  if (req.body === undefined && !req.readableEnded) {
-    const chunks = [];
-    for await (const chunk of req) chunks.push(chunk);
-    req.body = Buffer.concat(chunks);
-    return req.body;
-  }
+  if (req.body === undefined && !req.readableEnded) return readBody(req);
   if (req.body === undefined) return Buffer.alloc(0);
   throw new TypeError('idempotency: the raw request body is needed: express.raw() before the route, '
     + 'express.json({ verify: (req, res, buf) => { req.rawBody = buf; } }), or no body parser');
+}
+
+async function readBody(req) {
+  const chunks = [];
+  for await (const chunk of req) chunks.push(chunk);
+  req.body = Buffer.concat(chunks);
+  return req.body;
 }
 
 // The route's template: the router's mount path and the route's path (Express 5, path-to-regexp).
@@ -47,7 +49,8 @@ function express(idem, handler) {
     let request;
     try {
       if (!idem.errors) await idem.ready();
-      request = await describe(o, req, template(req), await rawBody(req));
+      const body = rawBody(req);
+      request = await describe(o, req, template(req), Buffer.isBuffer(body) ? body : await body);
     } catch (err) {
       return next(err);
     }
@@ -64,7 +67,8 @@ function express(idem, handler) {
     let answer;
     try {
       const { status, body } = await result;
-      answer = await attempt.finish(status, headersOf(res.getRawHeaderNames?.() ?? res.getHeaderNames(), (n) => res.getHeader(n), o.headers), body);
+      const headers = res.getHeaders();
+      answer = await attempt.finish(status, headersOf(Object.keys(headers), (n) => headers[n], o.headers), body);
       answered.restore();
       if (!answer) return res.end(body);
     } catch (err) {
