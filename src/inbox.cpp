@@ -131,7 +131,8 @@ const char *const SQL_ENTITY_GET =
 
 SPIPlanPtr plan_insert, plan_reset, plan_lock, plan_entity_get;
 
-// The columns of idempotency.inbox as the direct path writes them, in table order.
+// The columns of idempotency.inbox as the direct path writes them, in table order (test/drift
+// holds them equal to the install script's table: a difference turns the direct path off).
 enum InboxColumn {
     C_CONSUMER,
     C_EVENT_ID,

@@ -25,6 +25,9 @@ namespace {
 
 using namespace idem::pg;
 
+// The conditions below are idem_purge_shards' too (the install script, for Citus shards);
+// test/drift holds the two equal.
+
 // Deletes at most $3 expired, finished records after ctid $1. $2 is now; with $4 (include_stuck)
 // also processing records past their TTL whose lease ended before $5. A processing record with a
 // live lease is never expired (expires_at >= lease_expires_at), and the lease test repeats it.

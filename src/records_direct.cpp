@@ -17,7 +17,8 @@ extern "C" {
 namespace idem::pg {
 namespace {
 
-// The columns of idempotency.records, in the order of the names below.
+// The columns of idempotency.records, in the order of the names below (test/drift holds them
+// equal to the install script's table: a difference turns the direct path off).
 enum Column {
     A_SCOPE,
     A_KEY,

@@ -817,8 +817,9 @@ $$;
 COMMENT ON FUNCTION idempotency.idem_purge(integer, integer, boolean, interval) IS
     'Deletes expired finished records, settled inbox entries and done outbox events past idempotency.outbox_ttl in bounded SKIP LOCKED batches (one transaction); returns the count. For scheduled purging use CALL idempotency.idem_purge_loop().';
 
--- The same as idem_purge, but commits after every iteration so that no lock is held for longer
--- than one batch; stops when nothing is left or after max_duration. What pg_cron calls; deleted
+-- The same as idem_purge (its round over the targets is idem_purge's: test/drift), but commits
+-- after every iteration so that no lock is held for longer than one batch; stops when nothing is
+-- left or after max_duration. What pg_cron calls; deleted
 -- returns the count (CALL idem_purge_loop() shows it). On a Citus coordinator (records
 -- distributed) it runs idem_purge_shards on every worker and on this node instead. A procedure
 -- that commits cannot have a SET clause: each of its transactions starts by pinning the search
@@ -1435,7 +1436,7 @@ REVOKE EXECUTE ON FUNCTION idempotency.idem_distribute() FROM PUBLIC;
 -- pg_dist_local_group), committing after every round, for at most max_duration. CALL
 -- idem_purge_loop() on the coordinator runs it on every worker (run_command_on_workers). No SET
 -- clause (a procedure with one cannot COMMIT): it pins the search path at the start of each
--- transaction, and every name is qualified.
+-- transaction, and every name is qualified. Its conditions are src/lifecycle.cpp's (test/drift).
 CREATE PROCEDURE idempotency.idem_purge_shards(
     batch_size integer DEFAULT 1000, max_duration interval DEFAULT '4 minutes',
     include_stuck boolean DEFAULT false, stuck_older_than interval DEFAULT '0',

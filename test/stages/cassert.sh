@@ -1,4 +1,10 @@
 #!/usr/bin/env bash
+#: stage  cassert
+#: about  the module (ASan+UBSan) under a --enable-cassert server: regress, isolation, races, the fault suite
+#: needs  programs
+#: runs   host
+#: order  250
+#: prepare yes
 # The module under an assertion-enabled server, with AddressSanitizer + UndefinedBehaviorSanitizer
 # in the server and in the module. Proves that the suites' paths through the access methods
 # (src/direct_access.cpp, src/records_direct.cpp, src/inbox.cpp), the custom scan
@@ -30,6 +36,15 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$(pwd)
+# --prepare (test/run-all --matrix, before this machine's stages): the server's packages in the
+# foreground (two apt-get installs at once would fight over dpkg's lock), then the server itself
+# (13 minutes of CPU when not cached) in the background at a lower priority than the tests; the
+# stage waits for it.
+if [ "${1:-}" = --prepare ]; then
+    { test/install-deps && test/cassert/build-server --tools; } >/tmp/idem-matrix-cassert.log 2>&1 &&
+        { nice -n 10 test/cassert/build-server >>/tmp/idem-matrix-cassert.log 2>&1 & }
+    exit 0
+fi
 BUILD=${IDEM_BUILD:-$ROOT/build}
 PORT=${IDEM_CASSERT_PGPORT:-$((${IDEM_PGPORT:-25329} + 1))}
 OUT=${IDEM_CASSERT_OUT:-/tmp/idem-cassert-$PORT}

@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+#: stage  citus
+#: about  coordinator + 2 workers, Citus built from ../shared/thirdparty (SKIPPED without it)
+#: needs  install deps:citus
+#: runs   named matrix:17
+#: order  120
 # Scale-out on Citus: a coordinator and two workers, each a throwaway cluster of
 # this machine's PostgreSQL (16-18) with shared_preload_libraries = 'citus,pg_cron,idempotency'
 # (Citus must come first), trust auth on 127.0.0.1, max_prepared_transactions for Citus's

@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+#: stage  cron
+#: about  a scheduled purge really runs under pg_cron (same and cross-database)
+#: needs  server
+#: runs   host chroot
+#: order  50
 # Proves that a scheduled purge really runs under pg_cron (docs/lifecycle.md "pg_cron deployment"):
 #  1. in the cron database (cron.database_name = postgres) a job purging that database;
 #  2. from the cron database, a job purging another database (cron.schedule_in_database);

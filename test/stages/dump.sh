@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+#: stage  dump
+#: about  pg_dump / pg_restore keep the records
+#: needs  server
+#: runs   host chroot
+#: order  70
 # pg_dump / pg_restore of a database using the extension keeps its records and inbox entries,
 # and the restored database replays them. Needs the libpq environment of a running cluster
 # (test/run-all exports it); exits non-zero on any difference.

@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# The examples stage, one run per call:
-#   test/stages/examples.sh SERVICE ROUTE   SERVICE: fastapi | flask | express | fastify | go (the
-#                                           services of examples/, each a user of its client
-#                                           package in clients/); ROUTE: direct | pgbouncer
-#   test/stages/examples.sh clients         build/concurrency_test and build/faults_test through
-#                                           PgBouncer
-#   test/stages/examples.sh clients:LANG    the tests of the client package clients/LANG (python,
-#                                           node, go)
+#: stage  examples
+#: about  the client packages' tests, the five example services over HTTP through the fault proxy (direct and through PgBouncer), the client programs through PgBouncer
+#: needs  server programs deps:examples
+#: runs   host
+#: order  190
+#: parts  yes
+# The examples stage, one part per call (test/run-all runs every part, one result each):
+#   test/stages/examples.sh --parts          the parts, one per line, in the order they run
+#   test/stages/examples.sh clients:LANG     the tests of the client package clients/LANG (python,
+#                                            node, go)
+#   test/stages/examples.sh SERVICE:ROUTE    SERVICE: fastapi | flask | express | fastify | go (the
+#                                            services of examples/, each a user of its client
+#                                            package in clients/); ROUTE: direct | pgbouncer
+#   test/stages/examples.sh clients:pgbouncer  build/concurrency_test and build/faults_test
+#                                            through PgBouncer
 # SERVICE ROUTE: test/examples/http_test.py drives the service over HTTP through the fault proxy,
 # the service connecting to the cluster directly or through a throwaway PgBouncer in transaction
 # pooling mode (test/pgbouncer), which must then have carried its transactions. A service whose
@@ -16,8 +23,19 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${IDEM_BUILD:-$(pwd)/build}
 PY=/usr/bin/python3 # Debian's, with python3-psycopg (not a python3 earlier in PATH)
-SERVICE=${1:?usage: test/stages/examples.sh SERVICE ROUTE | clients}
+if [ "${1:-}" = --parts ]; then
+    printf '%s\n' clients:python clients:node clients:go
+    for service in fastapi flask express fastify go; do printf '%s\n' "$service:direct" "$service:pgbouncer"; done
+    echo clients:pgbouncer
+    exit 0
+fi
+SERVICE=${1:?usage: test/stages/examples.sh --parts | PART}
 ROUTE=${2:-direct}
+case "$SERVICE" in
+clients:pgbouncer) SERVICE=clients ;;
+clients:*) ;;
+*:*) ROUTE=${SERVICE#*:} SERVICE=${SERVICE%%:*} ;;
+esac
 # clients:LANG: the client package's own tests (clients/LANG), against the cluster, in a database
 # of their own with the extension.
 case "$SERVICE" in

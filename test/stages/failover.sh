@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+#: stage  failover
+#: about  a streaming standby equal to the primary (amcheck clean), failovers under load: synchronous loses nothing acknowledged, asynchronous measured, pg_rewind
+#: needs  install programs
+#: runs   host chroot
+#: order  200
 # The failover stage: the extension's writes on a primary with a streaming standby,
 # and failovers under load. Two clusters of its own (the shared test cluster is not touched):
 # node0 and node1 on ports IDEM_FAILOVER_PORT and the next (default IDEM_PGPORT + 5, + 6), in

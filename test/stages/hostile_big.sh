@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+#: stage  hostile_big
+#: about  the 100 MB variants of sql/hostile.sql (about 30 s and 2 GB of server memory)
+#: needs  server
+#: runs   named
+#: order  175
 # The 100 MB variants of sql/hostile.sql (which runs 10 MB): a 100 MB JSON document as raw text
 # and as jsonb, a 100 MB stored response replayed whole, a 100 MB inbox payload, and
 # statement_timeout cancelling a 100 MB canonicalisation. About 30 s and 2 GB of server memory;

@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+#: stage  metrics
+#: about  promtool check and test rules; prometheus-postgres-exporter with monitoring/postgres_exporter.yml as a pg_monitor member, every series after a known workload, planted faults
+#: needs  server deps:metrics
+#: runs   host
+#: order  170
 # The metrics stage: monitoring/ where operators look.
 # 1. promtool check rules and promtool test rules (monitoring/alerts_test.yml: every alert fires
 #    on a synthetic fault and stays silent on healthy series); the dashboard is valid JSON.

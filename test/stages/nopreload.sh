@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+#: stage  nopreload
+#: about  counters off, everything else working, without shared_preload_libraries
+#: needs  install
+#: runs   host chroot
+#: order  100
 # Without shared_preload_libraries the extension works in full and says that the counters are
 # off: a second throwaway cluster (port IDEM_NOPRELOAD_PGPORT, default IDEM_PGPORT + 1, pg_cron
 # only) runs the pgTAP ops suite, whose counter tests branch on the preload, checks

@@ -1,4 +1,10 @@
 #!/usr/bin/env bash
+#: stage  packages
+#: about  .deb of 15, 17, 18 by pg_buildext, lintian, apt-get install into fresh chroots without a compiler, smoke runs; META.json, make dist, pgxn install
+#: needs  -
+#: runs   host
+#: order  210
+#: prepare yes
 # The packages stage: what a user installs, installed the way a user installs it.
 #   1. META.json against the PGXN Meta spec v1 (test/packages/meta.py, with its self-test), and
 #      the versions agreeing: META.json, debian/changelog's upstream version, default_version of
@@ -31,6 +37,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
+# --prepare (test/run-all --matrix, before this machine's stages): `prepare` below in the background.
+if [ "${1:-}" = --prepare ]; then
+    "$0" prepare >/tmp/idem-matrix-packages.log 2>&1 &
+    exit 0
+fi
 CACHE=${IDEM_PKG_CACHE:-/var/tmp/idem-pkg}
 MAJORS=${IDEM_PKG_MAJORS:-15 17 18}
 PGXN_MAJOR=${IDEM_PKG_PGXN_MAJOR-17}

@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+#: stage  pg_upgrade
+#: about  15 -> 17 (copy) and 17 -> 18 (--link) in the chroots, --check first; amcheck, replays, the relay's order, the bindings, the purge job
+#: needs  -
+#: runs   host
+#: order  220
 # The pg_upgrade stage: a cluster with the extension and data in every state is
 # upgraded to the next major with `pg_upgrade --check`, then `pg_upgrade`, the way
 # docs/operations.md "Major upgrades" tells a DBA to, and the upgraded cluster is checked:

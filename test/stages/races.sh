@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+#: stage  races
+#: about  pgbench races of new-key claims (direct path, SQL path, extra unique index)
+#: needs  server
+#: runs   host chroot
+#: order  90
 # Races of new-key claims under pgbench: 16 clients claim the same fresh key in each 5 ms window,
 # so the speculative insertion of idem_claim loses races to concurrent inserts all the time.
 # Three table shapes: as installed (the direct path), with a second unique index on (scope, key)

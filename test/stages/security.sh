@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+#: stage  security
+#: about  hostile names against every entry point (roles of the recipe, a database owner, pg_cron), test/sql-lint, the catalog check
+#: needs  server
+#: runs   host chroot
+#: order  160
 # The attack stage: roles that hold the recipe's grants (docs/operations.md
 # "Privileges"), a role with EXECUTE on everything and a database owner plant decoys wherever
 # PostgreSQL resolves names, then call every entry point they can reach, in every outcome, with

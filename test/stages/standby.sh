@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+#: stage  standby
+#: about  what a hot standby serves (docs/operations.md's table), a logical replication cut-over of the outbox
+#: needs  install
+#: runs   host chroot
+#: order  110
 # The extension on replicas (docs/operations.md, "High availability"), on clusters of its own
 # (pg_config --bindir; shared_preload_libraries as test/pgcluster) on port IDEM_STANDBY_PORT
 # (default IDEM_PGPORT + 5) and the next three, under /tmp/idem-standby-PORT. Exits 0 when all

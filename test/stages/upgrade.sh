@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+#: stage  upgrade
+#: about  a fresh 2.0.0 and the older versions updated have the same catalog (test/upgrade/catalog.sql)
+#: needs  server
+#: runs   host chroot
+#: order  80
 # The upgrade stage: a fresh 2.0.0 database and a 0.7, an 0.8, a 1.0.0 and a 1.1.0 database updated to
 # 2.0.0 have the same catalog (test/upgrade/catalog.sql: functions with
 # every attribute and their source, grants, pg_init_privs, comments, tables, columns,

@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
+#: stage  webhooks_diff
+#: about  the official webhook libraries (npm) against the extension
+#: needs  server deps:webhooks
+#: runs   host chroot
+#: order  150
 # The webhooks_diff stage: the extension's webhook signatures against the
 # official libraries (npm standardwebhooks, svix, stripe), test/webhooks/diff.js. The packages
 # come from the npm registry at the versions of test/webhooks/package-lock.json (`npm ci`),

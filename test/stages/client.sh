@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+#: stage  client
+#: about  the libpqxx programs of test/client and the README demos against the cluster
+#: needs  server programs
+#: runs   host chroot
+#: order  180
+#: parts  yes
+# test/stages/client.sh --parts   the programs of the build (IDEM_BUILD), one per line: the ones
+#                                 that leave the cluster alone, the README demos, then the ones
+#                                 that restart or crash it (failover_test is the failover stage's)
+# test/stages/client.sh NAME      runs build/NAME --ci
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${IDEM_BUILD:-build}
+RESTARTS_CLUSTER="kill_test recovery_test crash_test outbox_fault_test"
+if [ "${1:-}" = --parts ]; then
+    for t in "$BUILD"/*_test; do
+        [ -x "$t" ] || continue
+        case " $RESTARTS_CLUSTER failover_test " in *" $(basename "$t") "*) continue ;; esac
+        basename "$t"
+    done
+    for name in payment_demo inbox_demo purchase_demo $RESTARTS_CLUSTER; do
+        [ -x "$BUILD/$name" ] && echo "$name"
+    done
+    exit 0
+fi
+exec "$BUILD/${1:?usage: test/stages/client.sh --parts | NAME}" --ci
