@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 #: stage  lint
-#: about  clang-format over the C++, shellcheck over the shell, pyflakes3 over the Python, gofmt over the Go, test/drift over what is written twice; each check's self-test
+#: about  clang-format over the C++, shellcheck over the shell, pyflakes3 over the Python, gofmt and go vet over the Go, eslint over the JavaScript, test/drift over what is written twice; each check's self-test
 #: needs  deps:lint
 #: runs   host
 #: order  10

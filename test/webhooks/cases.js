@@ -6,7 +6,6 @@
 // both directions) and one alteration made after signing. Each case carries tags, which the
 // allow-list (allowed.js) matches.
 'use strict';
-const crypto = require('crypto');
 
 const TOLERANCE = 300;
 
