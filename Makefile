@@ -46,15 +46,16 @@ endif
 # JIT inlining of this module buys nothing, so no bitcode is built.
 override with_llvm = no
 
-REGRESS = $(patsubst sql/%.sql,%,$(call src_files,sql/*.sql))
-REGRESS_OPTS = --inputdir=$(SRC) --load-extension=$(EXTENSION)
+# The regress suites: test/regress/sql/NAME.sql against test/regress/expected/NAME.out
+REGRESS = $(patsubst test/regress/sql/%.sql,%,$(call src_files,test/regress/sql/*.sql))
+REGRESS_OPTS = --inputdir=$(SRC)/test/regress --load-extension=$(EXTENSION)
 # make installcheck runs the isolation specs too (test/isolation/specs; ISOLATION= skips them, as
 # test/run-all's regress stage does: its isolation stage runs them)
 ISOLATION = $(patsubst test/isolation/specs/%.spec,%,$(call src_files,test/isolation/specs/*.spec))
 ISOLATION_OPTS = --inputdir=$(SRC)/test/isolation --outputdir=test/isolation/output_iso \
 	--load-extension=$(EXTENSION)
-# sql/upgrade.sql creates databases of 0.7, 1.0.0 and 1.1.0 from frozen scripts, which must be in
-# the server's extension directory (test/upgrade/scripts; `test/upgrade/scripts remove` takes
+# test/regress/sql/upgrade.sql creates databases of 0.7, 1.0.0 and 1.1.0 from frozen scripts,
+# which must be in the server's extension directory (test/upgrade/scripts; `test/upgrade/scripts remove` takes
 # them out again)
 REGRESS_PREP = upgrade-fixtures
 

@@ -15,7 +15,7 @@
 #include "direct_access.hpp"
 #include "arguments.hpp"
 #include "limits.hpp"
-#include "operations.hpp"
+#include "counters.hpp"
 #include "settings.hpp"
 #include "tenants.hpp"
 
@@ -320,7 +320,7 @@ idem::pg::direct::InsertResult insert_direct(const Delivery *d, Found *f) {
     auto r = idem::pg::direct::insert(&inbox_table, "idem_inbox_receive", v, n,
                                       f != nullptr ? read_found : nullptr, f);
     if (r == idem::pg::direct::InsertResult::Unusable)
-        // Said at DEBUG1 so that a test can tell the direct path ran (sql/inbox.sql).
+        // Said at DEBUG1 so that a test can tell the direct path ran (test/regress/sql/inbox.sql).
         ereport(DEBUG1, (errmsg_internal("idem_inbox_receive takes the SQL path: "
                                          "idempotency.inbox is not the extension's plain table")));
     return r;

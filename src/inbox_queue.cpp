@@ -5,7 +5,7 @@
 #include "arguments.hpp"
 #include "limits.hpp"
 #include "leased_queue.hpp"
-#include "operations.hpp"
+#include "counters.hpp"
 #include "settings.hpp"
 #include "tenants.hpp"
 

@@ -3,7 +3,7 @@
 #include "leased_queue.hpp"
 #include "arguments.hpp"
 #include "sqlstates.hpp"
-#include "operations.hpp"
+#include "counters.hpp"
 #include "settings.hpp"
 #include "spi_util.hpp"
 

@@ -1,10 +1,10 @@
 // The module's entry: PG_MODULE_MAGIC and _PG_init, which PostgreSQL calls once per process when
 // it loads the library (at server start under shared_preload_libraries, else at a session's
 // first call). What each feature needs at load time is its own file's: the settings
-// (src/settings.cpp), the shared-memory counters (src/operations.cpp), idem_claim's custom scan
+// (src/settings.cpp), the shared-memory counters (src/counters.cpp), idem_claim's custom scan
 // (src/records_claim_scan.cpp).
 #include "pg_cpp.hpp"
-#include "operations.hpp"
+#include "counters.hpp"
 #include "records.hpp"
 #include "settings.hpp"
 

@@ -12,7 +12,7 @@
 #include "leased_queue.hpp"
 #include "limits.hpp"
 #include "outbox.hpp"
-#include "operations.hpp"
+#include "counters.hpp"
 #include "settings.hpp"
 #include "tenants.hpp"
 #include "utilities.hpp"

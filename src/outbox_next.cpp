@@ -10,7 +10,7 @@
 #include "arguments.hpp"
 #include "inbox.hpp"
 #include "leased_queue.hpp"
-#include "operations.hpp"
+#include "counters.hpp"
 #include "outbox.hpp"
 #include "settings.hpp"
 #include "spi_util.hpp"

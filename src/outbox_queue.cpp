@@ -7,7 +7,7 @@
 #include "limits.hpp"
 #include "inbox.hpp"
 #include "leased_queue.hpp"
-#include "operations.hpp"
+#include "counters.hpp"
 #include "outbox.hpp"
 #include "settings.hpp"
 #include "tenants.hpp"

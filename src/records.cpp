@@ -7,7 +7,7 @@
 #include "arguments.hpp"
 #include "sqlstates.hpp"
 #include "limits.hpp"
-#include "operations.hpp"
+#include "counters.hpp"
 #include "settings.hpp"
 #include "tenants.hpp"
 

@@ -7,7 +7,7 @@
 // compare-and-set takeover, which is a saved SPI UPDATE.
 #include "records.hpp"
 #include "arguments.hpp"
-#include "operations.hpp"
+#include "counters.hpp"
 #include "records_direct.hpp"
 #include "settings.hpp"
 
@@ -274,7 +274,8 @@ Step insert_direct(Claim *c, idem::pg::StoredRecord *rec, bool *inserted, bool *
         // when the record is newer than the transaction's snapshot, FOR KEY SHARE).
         return Step::Next;
     case idem::pg::InsertResult::Unusable:
-        // Said at DEBUG1 so that a test can tell the direct path ran (sql/records.sql).
+        // Said at DEBUG1 so that a test can tell the direct path ran
+        // (test/regress/sql/records.sql).
         ereport(DEBUG1, (errmsg_internal("idem_claim takes the SQL path: idempotency.records is "
                                          "not the extension's plain table")));
         c->direct = false;

@@ -7,7 +7,7 @@
 // At planning this support function drops the trailing arguments that are at their defaults, and
 // idem_claim treats an absent argument as NULL (arguments.hpp's arg_null), which for each of them
 // means the declared default: fingerprint, lease and ttl DEFAULT NULL, wait DEFAULT true (NULL
-// waits, too). sql/records.sql checks the declared defaults and the calls' shapes.
+// waits, too). test/regress/sql/records.sql checks the declared defaults and the calls' shapes.
 #include "pg_cpp.hpp"
 
 extern "C" {

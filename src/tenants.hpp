@@ -39,7 +39,7 @@ inline void check_event(Datum event_id, bool has_topic, Datum topic) {
         check_event_bound(event_id, has_topic, topic);
 }
 
-// idem_stuck (src/tenants_stuck.cpp): true when scope bindings exist, so that the rows are
+// idem_stuck (src/records_stuck.cpp): true when scope bindings exist, so that the rows are
 // filtered by scope_permitted (user: the caller, taken before idem::pg::enter).
 bool stuck_filter_on();
 bool scope_permitted(Datum scope, Oid user);

@@ -1,6 +1,6 @@
 package idempotency
 
-// The runner of test/conformance/http.json, the HTTP contract's cases that sql/http_contract.sql
+// The runner of test/conformance/http.json, the HTTP contract's cases that test/regress/sql/http_contract.sql
 // (test/conformance/http_runner.sql) and every client package pass: each case in both modes,
 // through this middleware over real HTTP (net/http/httptest) against the libpq environment's
 // database, checked as http_runner.sql checks it.

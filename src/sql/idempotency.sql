@@ -749,7 +749,7 @@ FROM PUBLIC;
 -- Lists the processing records whose lease ended at least older_than ago: operations whose
 -- worker died or hung. Their outcome is unknown, not failed: reconcile each with the downstream
 -- provider, then idem_complete / idem_fail it (after reclaiming it with idem_claim). C, checking
--- as its caller (src/tenants_stuck.cpp): with scope bindings it lists only the records of the
+-- as its caller (src/records_stuck.cpp): with scope bindings it lists only the records of the
 -- scopes the caller may use.
 CREATE FUNCTION idempotency.idem_stuck(
     older_than interval DEFAULT '0',

@@ -1,7 +1,7 @@
 -- The SQL runner of test/conformance/http.json (docs/records.md "The HTTP contract"): each case
 -- through idem_http_begin / idem_http_end / idem_http_release / idem_http_errors as a client
 -- package calls them, a block standing for the request's transaction (its rollback for the
--- package's ROLLBACK). Loaded by sql/http_contract.sql; the client packages' runners read the
+-- package's ROLLBACK). Loaded by test/regress/sql/http_contract.sql; the client packages' runners read the
 -- same file (clients/run-tests).
 
 -- One request: the answer sent, whether the handler ran, and whether the attempt was reclaimed.

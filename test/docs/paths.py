@@ -32,6 +32,8 @@ ALLOWED = {
 FROZEN = {
     "test/upgrade/idempotency--0.7.sql": "0.7's install as commit 51ad4b2 built it (never edited)",
     "test/upgrade/idempotency--0.7--0.8.sql": "0.8's update as commit 51ad4b2 built it (never edited)",
+    "test/upgrade/idempotency--1.0.0.sql": "1.0.0's install as released (never edited)",
+    "test/upgrade/idempotency--1.1.0.sql": "1.1.0's install as released (never edited)",
 }
 WALK_SKIP = {".git", "build", "results", "tmp_check", "log", "output_iso", "bin", "node_modules", "__pycache__"}
 C_LIKE = (".cpp", ".hpp", ".h", ".c", ".js", ".go")

@@ -17,7 +17,7 @@
 #      in a copy of the tree (/var/tmp/idem-cassert/<version>/module; the host's in-tree build and
 #      install are untouched), installed into that server's prefix;
 #   3. a cluster of that server (test/pgcluster, its own port and directory, pg_cron and the module
-#      preloaded, max_stack_depth 6MB), then: regress (make installcheck, without sql/memory.sql:
+#      preloaded, max_stack_depth 6MB), then: regress (make installcheck, without test/regress/sql/memory.sql:
 #      its RSS check cannot hold under ASan), isolation, the races stage
 #      (test/stages/races.sh) and the libpqxx fault suite (the client programs in $IDEM_BUILD,
 #      which test/run-all builds; missing ones: the suite is reported as not run, a failure);
@@ -129,11 +129,11 @@ timed() { # name command... ; runs a suite, records its time and verdict
     [ "$rc" = 0 ] || fail "$name"
 }
 
-# regress without sql/memory.sql: it measures the backend's RSS, which ASan's quarantine of freed
-# memory keeps high (rss_back_within_20_mb is f); the other 19 files run as they are.
+# regress without test/regress/sql/memory.sql: it measures the backend's RSS, which ASan's
+# quarantine of freed memory keeps high (rss_back_within_20_mb is f); the other 19 files run as they are.
 run_regress() { # prefix dir
     local rc tests
-    tests=$(find sql -name '*.sql' ! -name memory.sql -printf '%f\n' | sed 's/\.sql$//' | sort | tr '\n' ' ')
+    tests=$(find test/regress/sql -name '*.sql' ! -name memory.sql -printf '%f\n' | sed 's/\.sql$//' | sort | tr '\n' ' ')
     "$2/test/upgrade/scripts" add "$1/bin/pg_config" || return 1
     # ISOLATION= : the specs run once, in run_isolation
     make -C "$2" -s PG_CONFIG="$1/bin/pg_config" REGRESS="$tests" ISOLATION= installcheck 2>&1 | tail -n 40
@@ -214,7 +214,7 @@ main() {
 
     sanitizer_env
     export PATH="$prefix/bin:$PATH" IDEM_PGPORT=$PORT IDEM_PGDIR=$OUT/cluster
-    # ASan's frames are larger: sql/hostile.sql's 10,000-deep jsonb needs more than the default
+    # ASan's frames are larger: test/regress/sql/hostile.sql's 10,000-deep jsonb needs more than the default
     # 2 MB of max_stack_depth (the stack's limit is 8 MB).
     export IDEM_PGCONF="max_stack_depth = 6MB"
     test/pgcluster stop >/dev/null 2>&1

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 #: stage  hostile_big
-#: about  the 100 MB variants of sql/hostile.sql (about 30 s and 2 GB of server memory)
+#: about  the 100 MB variants of test/regress/sql/hostile.sql (about 30 s and 2 GB of server memory)
 #: needs  server
 #: runs   named
 #: order  175
-# The 100 MB variants of sql/hostile.sql (which runs 10 MB): a 100 MB JSON document as raw text
+# The 100 MB variants of test/regress/sql/hostile.sql (which runs 10 MB): a 100 MB JSON document as raw text
 # and as jsonb, a 100 MB stored response replayed whole, a 100 MB inbox payload, and
 # statement_timeout cancelling a 100 MB canonicalisation. About 30 s and 2 GB of server memory;
 # not a default stage. Needs the libpq environment of a running cluster (as a superuser: it raises

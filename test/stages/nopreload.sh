@@ -8,7 +8,8 @@
 # off: a second throwaway cluster (port IDEM_NOPRELOAD_PGPORT, default IDEM_PGPORT + 1, pg_cron
 # only) runs the pgTAP ops suite, whose counter tests branch on the preload, checks
 # idem_counters / idem_stats / idem_stats_reset, and runs the regress suite of every record and
-# inbox state (sql/lifecycle_states.sql) against expected/lifecycle_states_nopreload.out: the
+# inbox state (test/regress/sql/lifecycle_states.sql) against
+# test/regress/expected/lifecycle_states_nopreload.out: the
 # same answers as with the preload, every counter NULL. Then the settings in every way they can be
 # set (docs/settings.md, "When a value is checked"): an invalid value is never replaced by the
 # default, the functions that use it fail with 22023; first without preload, then with it
@@ -55,8 +56,8 @@ err=$(psql -qAtX -d tap_regression -c "\set VERBOSITY sqlstate" -c "SELECT idemp
 # "." unless given)
 out=$(mktemp -d /tmp/idem-nopreload.XXXXXX)
 mkdir -p "$out/sql" "$out/expected"
-cp sql/lifecycle_states.sql "$out/sql/"
-cp expected/lifecycle_states_nopreload.out "$out/expected/lifecycle_states.out"
+cp test/regress/sql/lifecycle_states.sql "$out/sql/"
+cp test/regress/expected/lifecycle_states_nopreload.out "$out/expected/lifecycle_states.out"
 regress=$(dirname "$(pg_config --pgxs)")/../test/regress/pg_regress
 expecteddir=()
 "$regress" --help | grep -q -- --expecteddir && expecteddir=(--expecteddir="$out")
@@ -66,7 +67,7 @@ PGOPTIONS='' "$regress" --inputdir="$out" "${expecteddir[@]}" --outputdir="$out"
 prc=$?
 grep -E '^(test|ok|not ok) ' "$out/pg_regress.log"
 if [ $prc != 0 ]; then
-    echo "nopreload: lifecycle_states differs from expected/lifecycle_states_nopreload.out"
+    echo "nopreload: lifecycle_states differs from test/regress/expected/lifecycle_states_nopreload.out"
     tail -n 5 "$out/pg_regress.log"; head -n 200 "$out/regression.diffs" 2>/dev/null; rc=1
 else
     rm -rf "$out"

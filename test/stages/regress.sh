@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 #: stage  regress
-#: about  pg_regress over sql/ against expected/ (make installcheck, PGXS)
+#: about  pg_regress over test/regress/sql against test/regress/expected (make installcheck, PGXS)
 #: needs  server
 #: runs   host chroot
 #: order  30
-#: tests  sql/%.sql
-# Every file of sql/, or the ones IDEM_TESTS names, IDEM_REPEAT times (default once); the whole
-# diff on a failure. sql/upgrade.sql makes a 0.7 database from the frozen fixtures, added to the
-# server's extension directory for this stage only.
+#: tests  test/regress/sql/%.sql
+# Every file of test/regress/sql, or the ones IDEM_TESTS names, IDEM_REPEAT times (default once);
+# the whole diff on a failure. test/regress/sql/upgrade.sql makes a 0.7 database from the frozen
+# fixtures, added to the server's extension directory for this stage only.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 . test/lib.sh

@@ -1,5 +1,5 @@
 // The HTTP contract's rules that need no database (core/http_contract.hpp); the same values are
-// pinned through SQL by sql/http_contract.sql.
+// pinned through SQL by test/regress/sql/http_contract.sql.
 #include "http_contract.hpp"
 
 #include <gtest/gtest.h>

@@ -29,7 +29,7 @@ const ALLOWED = [
         name: 'standard: webhook-id longer than 1024 bytes',
         scheme: 'standard', libs: STD, when: has('id_long'), ext: false, lib: true,
         why: 'The id is the inbox\'s dedup key, at most 1024 bytes; verify refuses what receive ' +
-             'could not record (sql/webhooks_agree.sql).',
+             'could not record (test/regress/sql/webhooks_agree.sql).',
     },
     {
         name: 'standard (svix): a body that is not UTF-8',

@@ -151,7 +151,7 @@ SELECT outcome FROM idempotency.idem_claim('settings', 'k2', NULL, '2 minutes', 
 SELECT lease_expires_at - created_at AS lease, expires_at - created_at AS ttl FROM idempotency.idem_lookup('settings', 'k2');
 RESET idempotency.default_lease;
 RESET idempotency.default_ttl;
--- out-of-range settings: sql/settings.sql
+-- out-of-range settings: test/regress/sql/settings.sql
 
 -- bad input: a clear error with its SQLSTATE, and nothing written
 SELECT count(*) AS before FROM idempotency.records \gset

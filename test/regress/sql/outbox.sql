@@ -4,22 +4,6 @@
 \set VERBOSITY default
 SET client_min_messages = warning;
 \i test/regress/helpers.sql
--- The regress suites' error-catching helper; every sql/*.sql that needs it runs \i on this file.
--- try(sql, with_hint): runs sql and returns 'ok' or 'SQLSTATE: message', with the hint on a
--- line of its own when with_hint and the error has one. query_canceled (not part of OTHERS) is
--- caught too, for the statement_timeout cases.
-CREATE OR REPLACE FUNCTION try(sql text, with_hint boolean DEFAULT false) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-    hint text;
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN query_canceled OR OTHERS THEN
-    GET STACKED DIAGNOSTICS hint = PG_EXCEPTION_HINT;
-    RETURN SQLSTATE || ': ' || SQLERRM ||
-           CASE WHEN with_hint AND hint <> '' THEN E'\nHINT: ' || hint ELSE '' END;
-END $$;
 -- try() with the error's detail on a line of its own (the IK002 / 55000 details say why)
 CREATE FUNCTION try_detail(sql text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
@@ -50,6 +34,7 @@ $$;
 -- the counters before (compared at the end; the library is preloaded in the regress cluster)
 CREATE TEMP TABLE counters_before AS SELECT counter, value FROM idempotency.idem_counters();
 SET idempotency.retry_backoff_base = 0; -- retries due at once until the backoff section
+
 -- emit: a UUIDv7 id, the event pending with attempt 0 and due at once, written in the caller's
 -- transaction; jsonb, JSON text (an untyped literal too) and bytea payloads
 CREATE TEMP TABLE ids (name text PRIMARY KEY, id uuid);
@@ -62,502 +47,123 @@ SELECT i.name, substr(i.id::text, 15, 1) AS uuid_version, o.key, o.dedup_key, o.
        o.payload_bytes, o.headers, o.status, o.attempt, o.attempt_base,
        o.available_at = o.emitted_at AS due_at_once, o.lease_expires_at, o.expires_at, o.last_error
 FROM ids i JOIN idempotency.outbox o ON o.event_id = i.id ORDER BY o.seq;
-  name   | uuid_version |   key   | dedup_key |           payload           | payload_bytes |               headers                | status  | attempt | attempt_base | due_at_once | lease_expires_at | expires_at | last_error 
----------+--------------+---------+-----------+-----------------------------+---------------+--------------------------------------+---------+---------+--------------+-------------+------------------+------------+------------
- jsonb   | 7            | order-1 | d-1       | {"b": [1, 2], "n": "jsonb"} |               | {"content-type": "application/json"} | pending |       0 |            0 | t           |                  |            | 
- text    | 7            |         |           | {"a": 1, "n": "text"}       |               |                                      | pending |       0 |            0 | t           |                  |            | 
- untyped | 7            |         |           | {"n": "untyped"}            |               |                                      | pending |       0 |            0 | t           |                  |            | 
- bytes   | 7            | order-1 |           |                             | \x6279746573  |                                      | pending |       0 |            0 | t           |                  |            | 
-(4 rows)
-
 SELECT count(DISTINCT id) AS distinct_ids, bool_and(o.updated_at = o.emitted_at) AS updated_is_emitted,
        (array_agg(o.seq ORDER BY o.seq) = array_agg(o.seq ORDER BY i.name = 'jsonb' DESC, i.name = 'text' DESC,
                                                   i.name = 'untyped' DESC)) AS seq_in_emit_order
 FROM ids i JOIN idempotency.outbox o ON o.event_id = i.id;
- distinct_ids | updated_is_emitted | seq_in_emit_order 
---------------+--------------------+-------------------
-            4 | t                  | t
-(1 row)
-
 -- a rolled-back emit leaves nothing; headers may be an empty object
 BEGIN;
 SELECT idempotency.idem_outbox_emit('t_emit', '{"n": "rolled back"}', headers => '{}') IS NOT NULL AS emitted;
- emitted 
----------
- t
-(1 row)
-
 SELECT count(*) AS inside FROM ob WHERE topic = 't_emit';
- inside 
---------
-      5
-(1 row)
-
 ROLLBACK;
 SELECT count(*) AS after_rollback FROM ob WHERE topic = 't_emit';
- after_rollback 
-----------------
-              4
-(1 row)
-
 SELECT idempotency.idem_outbox_emit('t_emit', '{"n": "empty headers"}', headers => '{}') IS NOT NULL AS emitted;
- emitted 
----------
- t
-(1 row)
-
 -- the limits: topic 255 bytes, key and dedup_key 1024 bytes (bytes, not characters)
 SELECT idempotency.idem_outbox_emit(repeat('t', 255), '{}') IS NOT NULL AS topic_255,
        idempotency.idem_outbox_emit('t_emit', '{"n": "long key"}', repeat('k', 1024), repeat('d', 1024)) IS NOT NULL AS key_1024;
- topic_255 | key_1024 
------------+----------
- t         | t
-(1 row)
-
 DELETE FROM idempotency.outbox WHERE topic = repeat('t', 255);
+
 -- emit errors: nothing is written
 SELECT try($$SELECT idempotency.idem_outbox_emit(NULL, '{}'::jsonb)$$, true);
-              try              
--------------------------------
- 22004: topic must not be null
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_emit('t_err', NULL::jsonb)$$, true);
-                             try                             
--------------------------------------------------------------
- 22004: payload must not be null                            +
- HINT: Pass '{}' or '\x'::bytea for an event without a body.
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_emit('t_err', NULL::text)$$, true);
-                             try                             
--------------------------------------------------------------
- 22004: payload must not be null                            +
- HINT: Pass '{}' or '\x'::bytea for an event without a body.
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_emit('t_err', NULL::bytea)$$, true);
-                             try                             
--------------------------------------------------------------
- 22004: payload must not be null                            +
- HINT: Pass '{}' or '\x'::bytea for an event without a body.
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_emit('', '{}')$$);
-              try               
---------------------------------
- 22023: topic must not be empty
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_emit('t_err', '{}', key => '')$$);
-             try              
-------------------------------
- 22023: key must not be empty
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_emit('t_err', '{}', dedup_key => '')$$);
-                try                 
-------------------------------------
- 22023: dedup_key must not be empty
-(1 row)
-
 SELECT try_detail($$SELECT idempotency.idem_outbox_emit(repeat('t', 256), '{}')$$);
-                       try_detail                       
---------------------------------------------------------
- 22001: topic is too long                              +
- DETAIL: topic has 256 bytes; the maximum is 255 bytes.
-(1 row)
-
 SELECT try_detail($$SELECT idempotency.idem_outbox_emit(repeat('é', 128), '{}')$$);
-                       try_detail                       
---------------------------------------------------------
- 22001: topic is too long                              +
- DETAIL: topic has 256 bytes; the maximum is 255 bytes.
-(1 row)
-
 SELECT try_detail($$SELECT idempotency.idem_outbox_emit('t_err', '{}', key => repeat('k', 1025))$$);
-                       try_detail                       
---------------------------------------------------------
- 22001: key is too long                                +
- DETAIL: key has 1025 bytes; the maximum is 1024 bytes.
-(1 row)
-
 SELECT try_detail($$SELECT idempotency.idem_outbox_emit('t_err', '{}', dedup_key => repeat('d', 1025))$$);
-                          try_detail                          
---------------------------------------------------------------
- 22001: dedup_key is too long                                +
- DETAIL: dedup_key has 1025 bytes; the maximum is 1024 bytes.
-(1 row)
-
 SELECT try_detail($$SELECT idempotency.idem_outbox_emit('t_err', '{}', headers => '[]')$$);
-                                       try_detail                                        
------------------------------------------------------------------------------------------
- 22023: headers must be a JSON object                                                   +
- DETAIL: headers holds name/value pairs, such as '{"content-type": "application/json"}'.
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_emit('t_err', '{}', headers => '"content-type"')$$);
-                 try                  
---------------------------------------
- 22023: headers must be a JSON object
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_emit('t_err', '{}', headers => '1')$$);
-                 try                  
---------------------------------------
- 22023: headers must be a JSON object
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_emit('t_err', '{}', headers => 'null')$$);
-                 try                  
---------------------------------------
- 22023: headers must be a JSON object
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_emit('t_err', '\x01'::bytea, headers => '[{"a": 1}]')$$);
-                 try                  
---------------------------------------
- 22023: headers must be a JSON object
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_emit('t_err', '{}', deliver_after => interval '-1 second')$$);
-                    try                    
--------------------------------------------
- 22023: deliver_after must not be negative
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_emit('t_err', '{}', deliver_after => interval '-1 day 1 hour')$$);
-                    try                    
--------------------------------------------
- 22023: deliver_after must not be negative
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_emit('t_err', '{"n": 1')$$);
-                    try                    
--------------------------------------------
- 22P02: invalid input syntax for type json
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_emit('t_err', 'not json'::text)$$);
-                    try                    
--------------------------------------------
- 22P02: invalid input syntax for type json
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_emit('t_err', '{"n": NaN}')$$);
-                    try                    
--------------------------------------------
- 22P02: invalid input syntax for type json
-(1 row)
-
 SELECT count(*) AS err_rows FROM idempotency.outbox WHERE topic IN ('t_err', '') OR length(topic) > 255;
- err_rows 
-----------
-        0
-(1 row)
 
 -- deliver_after: the event is not handed out before it is due
 SELECT idempotency.idem_outbox_emit('t_later', '{"n": "later"}', deliver_after => interval '1 hour') IS NOT NULL AS emitted;
- emitted 
----------
- t
-(1 row)
-
 SELECT idempotency.idem_outbox_emit('t_later', '{"n": "zero"}', deliver_after => interval '0') IS NOT NULL AS emitted;
- emitted 
----------
- t
-(1 row)
-
 SELECT payload ->> 'n' AS n, available_at - emitted_at AS delay FROM idempotency.outbox
 WHERE topic = 't_later' ORDER BY seq;
-   n   |  delay   
--------+----------
- later | @ 1 hour
- zero  | @ 0
-(2 rows)
-
 SELECT payload ->> 'n' AS n, attempt FROM idempotency.idem_outbox_next('t_later');
-  n   | attempt 
-------+---------
- zero |       1
-(1 row)
-
 SELECT count(*) AS taken_before_due FROM idempotency.idem_outbox_next('t_later');
- taken_before_due 
-------------------
-                0
-(1 row)
-
 UPDATE idempotency.outbox SET available_at = available_at - interval '1 hour' WHERE topic = 't_later';
 SELECT payload ->> 'n' AS n, attempt FROM idempotency.idem_outbox_next('t_later');
-   n   | attempt 
--------+---------
- later |       1
-(1 row)
 
 -- dedup_key: a second emit of (topic, dedup_key) writes nothing and returns the first id while
 -- the first event is kept (pending, leased, done); another topic is another key space; once
 -- the first event is purged the key is free again
 INSERT INTO ids VALUES ('d1', idempotency.idem_outbox_emit('t_dedup', '{"n": "first"}', dedup_key => 'order-7:paid'));
 SELECT idempotency.idem_outbox_emit('t_dedup', '{"n": "second"}', dedup_key => 'order-7:paid') = (SELECT id FROM ids WHERE name = 'd1') AS same_id_pending;
- same_id_pending 
------------------
- t
-(1 row)
-
 SELECT idempotency.idem_outbox_emit('t_dedup', '\x00'::bytea, key => 'k', dedup_key => 'order-7:paid') = (SELECT id FROM ids WHERE name = 'd1') AS same_id_bytea;
- same_id_bytea 
----------------
- t
-(1 row)
-
 SELECT idempotency.idem_outbox_emit('t_dedup2', '{"n": "other topic"}', dedup_key => 'order-7:paid') = (SELECT id FROM ids WHERE name = 'd1') AS same_id_other_topic;
- same_id_other_topic 
----------------------
- f
-(1 row)
-
 BEGIN; -- twice in one transaction: one event
 SELECT idempotency.idem_outbox_emit('t_dedup', '{"n": "tx-1"}', dedup_key => 'tx') = idempotency.idem_outbox_emit('t_dedup', '{"n": "tx-2"}', dedup_key => 'tx') AS same_id_in_tx;
- same_id_in_tx 
----------------
- t
-(1 row)
-
 COMMIT;
 SELECT payload ->> 'n' AS n, attempt FROM idempotency.idem_outbox_next('t_dedup');
-   n   | attempt 
--------+---------
- first |       1
- tx-1  |       1
-(2 rows)
-
 SELECT idempotency.idem_outbox_emit('t_dedup', '{"n": "third"}', dedup_key => 'order-7:paid') = (SELECT id FROM ids WHERE name = 'd1') AS same_id_leased;
- same_id_leased 
-----------------
- t
-(1 row)
-
 SELECT idempotency.idem_outbox_done((SELECT id FROM ids WHERE name = 'd1'), 1);
- idem_outbox_done 
-------------------
- done
-(1 row)
-
 SELECT idempotency.idem_outbox_emit('t_dedup', '{"n": "fourth"}', dedup_key => 'order-7:paid') = (SELECT id FROM ids WHERE name = 'd1') AS same_id_done;
- same_id_done 
---------------
- t
-(1 row)
-
 SELECT * FROM ob WHERE topic LIKE 't\_dedup%';
-  topic   | key |      n      | status  | attempt | attempt_base | last_error | leased 
-----------+-----+-------------+---------+---------+--------------+------------+--------
- t_dedup  |     | first       | done    |       1 |            0 |            | f
- t_dedup  |     | tx-1        | leased  |       1 |            0 |            | t
- t_dedup2 |     | other topic | pending |       0 |            0 |            | f
-(3 rows)
-
 UPDATE idempotency.outbox SET expires_at = now() - interval '1 second' WHERE event_id = (SELECT id FROM ids WHERE name = 'd1');
 SELECT deleted FROM idempotency.idem_purge_batch('outbox', 100);
- deleted 
----------
-       1
-(1 row)
-
 SELECT idempotency.idem_outbox_emit('t_dedup', '{"n": "after purge"}', dedup_key => 'order-7:paid') = (SELECT id FROM ids WHERE name = 'd1') AS same_id_after_purge;
- same_id_after_purge 
----------------------
- f
-(1 row)
-
 SELECT n, status, attempt FROM ob WHERE topic = 't_dedup';
-      n      | status  | attempt 
--------------+---------+---------
- tx-1        | leased  |       1
- after purge | pending |       0
-(2 rows)
 
 -- next: batches in emit order, attempt 1, the lease; the arguments
 SELECT count(idempotency.idem_outbox_emit('t_batch', jsonb_build_object('n', i::text))) AS emitted
 FROM generate_series(1, 5) i;
- emitted 
----------
-       5
-(1 row)
-
 SELECT string_agg(payload ->> 'n', ',' ORDER BY emitted_at) AS first_two, max(attempt) AS attempt
 FROM idempotency.idem_outbox_next('t_batch', 2);
- first_two | attempt 
------------+---------
- 1,2       |       1
-(1 row)
-
 SELECT string_agg(payload ->> 'n', ',') AS in_order FROM idempotency.idem_outbox_next('t_batch', 10);
- in_order 
-----------
- 3,4,5
-(1 row)
-
 SELECT count(*) AS empty FROM idempotency.idem_outbox_next('t_batch', 10);
- empty 
--------
-     0
-(1 row)
-
 SELECT count(*) AS unknown_topic FROM idempotency.idem_outbox_next('t_no_such_topic');
- unknown_topic 
----------------
-             0
-(1 row)
-
 -- every column of a taken event
 SELECT idempotency.idem_outbox_emit('t_cols', '{"n": "cols"}', 'acct-1', 'cols-1', '{"x-trace": "abc"}') IS NOT NULL AS emitted;
- emitted 
----------
- t
-(1 row)
-
 CREATE TEMP TABLE taken AS SELECT * FROM idempotency.idem_outbox_next('t_cols');
 SELECT n.event_id = o.event_id AS event_id, n.key, n.payload, n.headers, n.attempt,
        n.emitted_at = o.emitted_at AS emitted_at, n.lease_expires_at = o.lease_expires_at AS lease_expires_at,
        n.payload_bytes, n.dedup_key, o.status, o.attempt AS stored_attempt
 FROM taken n JOIN idempotency.outbox o ON o.event_id = n.event_id;
- event_id |  key   |    payload    |      headers       | attempt | emitted_at | lease_expires_at | payload_bytes | dedup_key | status | stored_attempt 
-----------+--------+---------------+--------------------+---------+------------+------------------+---------------+-----------+--------+----------------
- t        | acct-1 | {"n": "cols"} | {"x-trace": "abc"} |       1 | t          | t                |               | cols-1    | leased |              1
-(1 row)
-
 DROP TABLE taken;
 SELECT idempotency.idem_outbox_emit('t_cols', '\xdeadbeef'::bytea) IS NOT NULL AS emitted;
- emitted 
----------
- t
-(1 row)
-
 SELECT key, payload, headers, payload_bytes, dedup_key FROM idempotency.idem_outbox_next('t_cols');
- key | payload | headers | payload_bytes | dedup_key 
------+---------+---------+---------------+-----------
-     |         |         | \xdeadbeef    | 
-(1 row)
-
 -- the lease: idempotency.outbox_lease (1 minute) when none is passed, else the argument
 SELECT count(idempotency.idem_outbox_emit('t_lease', jsonb_build_object('n', i::text))) AS emitted
 FROM generate_series(1, 3) i;
- emitted 
----------
-       3
-(1 row)
-
 SELECT take('t_lease', 1) AS default_lease;
- default_lease 
----------------
- 1#1
-(1 row)
-
 SET idempotency.outbox_lease = '10s';
 SELECT take('t_lease', 1) AS setting_lease;
- setting_lease 
----------------
- 2#1
-(1 row)
-
 SELECT take('t_lease', 1, interval '5 minutes') AS argument_lease;
- argument_lease 
-----------------
- 3#1
-(1 row)
-
 SELECT payload ->> 'n' AS n, lease_expires_at - updated_at AS lease FROM idempotency.outbox
 WHERE topic = 't_lease' ORDER BY seq;
- n |   lease   
----+-----------
- 1 | @ 1 min
- 2 | @ 10 secs
- 3 | @ 5 mins
-(3 rows)
-
 RESET idempotency.outbox_lease;
 SELECT try($$SELECT * FROM idempotency.idem_outbox_next(NULL)$$);
-              try              
--------------------------------
- 22004: topic must not be null
-(1 row)
-
 SELECT try($$SELECT * FROM idempotency.idem_outbox_next('')$$);
-              try               
---------------------------------
- 22023: topic must not be empty
-(1 row)
-
 SELECT try($$SELECT * FROM idempotency.idem_outbox_next(repeat('t', 256))$$);
-           try            
---------------------------
- 22001: topic is too long
-(1 row)
-
 SELECT try($$SELECT * FROM idempotency.idem_outbox_next('t_lease', 0)$$);
-                      try                      
------------------------------------------------
- 22023: batch_size must be between 1 and 10000
-(1 row)
-
 SELECT try($$SELECT * FROM idempotency.idem_outbox_next('t_lease', -1)$$);
-                      try                      
------------------------------------------------
- 22023: batch_size must be between 1 and 10000
-(1 row)
-
 SELECT try($$SELECT * FROM idempotency.idem_outbox_next('t_lease', 10001)$$);
-                      try                      
------------------------------------------------
- 22023: batch_size must be between 1 and 10000
-(1 row)
-
 SELECT try($$SELECT * FROM idempotency.idem_outbox_next('t_lease', 10, interval '0')$$, true);
-                                            try                                            
--------------------------------------------------------------------------------------------
- 22023: lease must be positive                                                            +
- HINT: Pass an interval such as interval '1 minute', or NULL for idempotency.outbox_lease.
-(1 row)
-
 SELECT try($$SELECT * FROM idempotency.idem_outbox_next('t_lease', 10, interval '-1 minute')$$, true);
-                                            try                                            
--------------------------------------------------------------------------------------------
- 22023: lease must be positive                                                            +
- HINT: Pass an interval such as interval '1 minute', or NULL for idempotency.outbox_lease.
-(1 row)
-
 SELECT count(*) AS batch_10000 FROM idempotency.idem_outbox_next('t_no_such_topic', 10000);
- batch_10000 
--------------
-           0
-(1 row)
-
 SELECT count(*) AS batch_null FROM idempotency.idem_outbox_next('t_no_such_topic', NULL);
- batch_null 
-------------
-          0
-(1 row)
+
 
 -- the saved statements never scan the outbox sequentially, however small it was when they were
 -- planned (ANALYZE of a small outbox invalidates the plans): 20 cycles of emit (also with a
 -- dedup_key, new and duplicate), next, done, fail and requeue, 0 sequential scans
 SELECT count(idempotency.idem_outbox_emit('t_plan', jsonb_build_object('n', i::text), 'k' || (i % 3))) AS emitted
 FROM generate_series(1, 30) i;
- emitted 
----------
-      30
-(1 row)
-
 ANALYZE idempotency.outbox;
 SELECT pg_stat_force_next_flush();
- pg_stat_force_next_flush 
---------------------------
- 
-(1 row)
-
 CREATE TEMP TABLE scans_before AS
     SELECT seq_scan FROM pg_stat_user_tables WHERE relid = 'idempotency.outbox'::regclass;
 DO $$
@@ -574,831 +180,211 @@ BEGIN
     END LOOP;
 END $$;
 SELECT pg_stat_force_next_flush();
- pg_stat_force_next_flush 
---------------------------
- 
-(1 row)
-
 SELECT s.seq_scan - b.seq_scan AS seq_scans,
        (SELECT count(*) FROM idempotency.outbox WHERE topic = 't_plan' AND status = 'done' AND attempt = 2) AS done
 FROM pg_stat_user_tables s, scans_before b WHERE s.relid = 'idempotency.outbox'::regclass;
- seq_scans | done 
------------+------
-         0 |   20
-(1 row)
-
 DROP TABLE scans_before;
+
 -- per-key order: an event of a key is handed out only when every earlier event of its key is
 -- done; keyless events and the events of other keys keep flowing (no head-of-line block)
 SELECT count(idempotency.idem_outbox_emit('t_order', jsonb_build_object('n', n), k)) AS emitted
 FROM (VALUES ('a1', 'a'), ('a2', 'a'), ('b1', 'b'), ('x1', NULL), ('a3', 'a'), ('x2', NULL),
              ('b2', 'b')) v(n, k);
- emitted 
----------
-       7
-(1 row)
-
 SELECT string_agg(n, ',') AS emit_order FROM ob WHERE topic = 't_order';
-      emit_order      
-----------------------
- a1,a2,b1,x1,a3,x2,b2
-(1 row)
-
 SELECT take('t_order') AS first_of_each_key;
-  first_of_each_key  
----------------------
- a1#1,b1#1,x1#1,x2#1
-(1 row)
-
 SELECT take('t_order') AS while_leased; -- a2 waits for a1, b2 for b1
- while_leased 
---------------
- -
-(1 row)
-
 SELECT idempotency.idem_outbox_done(ob_id('t_order', 'a1'), 1);
- idem_outbox_done 
-------------------
- done
-(1 row)
-
 SELECT take('t_order') AS after_a1_done; -- a2; a3 waits for a2
- after_a1_done 
----------------
- a2#1
-(1 row)
-
 SELECT idempotency.idem_outbox_done(ob_id('t_order', 'b1'), 1, 't_order');
- idem_outbox_done 
-------------------
- done
-(1 row)
-
 SELECT take('t_order') AS after_b1_done;
- after_b1_done 
----------------
- b2#1
-(1 row)
-
 -- a retried event keeps its place: a2 again before a3
 SELECT idempotency.idem_outbox_fail(ob_id('t_order', 'a2'), 1, error => 'timeout');
- idem_outbox_fail 
-------------------
- pending
-(1 row)
-
 SELECT take('t_order') AS after_a2_retry;
- after_a2_retry 
-----------------
- a2#2
-(1 row)
-
 -- while a2 backs off, a3 waits
 SET idempotency.retry_backoff_base = '1h';
 SELECT idempotency.idem_outbox_fail(ob_id('t_order', 'a2'), 2, error => 'timeout');
- idem_outbox_fail 
-------------------
- pending
-(1 row)
-
 SELECT take('t_order') AS a2_backing_off;
- a2_backing_off 
-----------------
- -
-(1 row)
-
 UPDATE idempotency.outbox SET available_at = now() - interval '1 second' WHERE event_id = ob_id('t_order', 'a2');
 SELECT take('t_order') AS a2_due;
- a2_due 
---------
- a2#3
-(1 row)
-
 -- a dead event blocks its key (idempotency.outbox_dead_blocks_key on, the default) ...
 SELECT idempotency.idem_outbox_fail(ob_id('t_order', 'a2'), 3, retryable => false, error => 'rejected');
- idem_outbox_fail 
-------------------
- dead
-(1 row)
-
 SHOW idempotency.outbox_dead_blocks_key;
- idempotency.outbox_dead_blocks_key 
-------------------------------------
- on
-(1 row)
-
 SELECT take('t_order') AS a2_dead_blocks;
- a2_dead_blocks 
-----------------
- -
-(1 row)
-
 -- ... and with it off the later events of its key pass
 SET idempotency.outbox_dead_blocks_key = off;
 SELECT take('t_order') AS a2_dead_passed;
- a2_dead_passed 
-----------------
- a3#1
-(1 row)
-
 SELECT idempotency.idem_outbox_done(ob_id('t_order', 'a3'), 1);
- idem_outbox_done 
-------------------
- done
-(1 row)
-
 RESET idempotency.outbox_dead_blocks_key;
 SELECT idempotency.idem_outbox_emit('t_order', '{"n": "a4"}', 'a') IS NOT NULL AS emitted;
- emitted 
----------
- t
-(1 row)
-
 SELECT take('t_order') AS a4_behind_dead_a2;
- a4_behind_dead_a2 
--------------------
- -
-(1 row)
-
 -- requeued, a2 comes first again with a new attempt budget, then a4
 SELECT idempotency.idem_outbox_requeue(ob_id('t_order', 'a2'));
- idem_outbox_requeue 
----------------------
- pending
-(1 row)
-
 SELECT take('t_order') AS after_requeue;
- after_requeue 
----------------
- a2#4
-(1 row)
-
 SELECT idempotency.idem_outbox_done(ob_id('t_order', 'a2'), 4);
- idem_outbox_done 
-------------------
- done
-(1 row)
-
 SELECT take('t_order') AS after_a2_done;
- after_a2_done 
----------------
- a4#1
-(1 row)
-
 SELECT * FROM ob WHERE topic = 't_order';
-  topic  | key | n  | status | attempt | attempt_base | last_error | leased 
----------+-----+----+--------+---------+--------------+------------+--------
- t_order | a   | a1 | done   |       1 |            0 |            | f
- t_order | a   | a2 | done   |       4 |            3 |            | f
- t_order | b   | b1 | done   |       1 |            0 |            | f
- t_order |     | x1 | leased |       1 |            0 |            | t
- t_order | a   | a3 | done   |       1 |            0 |            | f
- t_order |     | x2 | leased |       1 |            0 |            | t
- t_order | b   | b2 | leased |       1 |            0 |            | t
- t_order | a   | a4 | leased |       1 |            0 |            | t
-(8 rows)
-
 RESET idempotency.retry_backoff_base;
 SET idempotency.retry_backoff_base = 0;
+
 -- an expired lease: the event is handed out again with attempt + 1 (its key still waits); the
 -- old attempt is fenced
 SELECT count(idempotency.idem_outbox_emit('t_expire', jsonb_build_object('n', n), 'k')) AS emitted
 FROM (VALUES ('e1'), ('e2')) v(n);
- emitted 
----------
-       2
-(1 row)
-
 SELECT take('t_expire', 10, interval '1 millisecond') AS first;
- first 
--------
- e1#1
-(1 row)
-
 SELECT pg_sleep(0.02);
- pg_sleep 
-----------
- 
-(1 row)
-
 SELECT take('t_expire', 10, interval '1 minute') AS after_expiry;
- after_expiry 
---------------
- e1#2
-(1 row)
-
 SELECT try_detail(format('SELECT idempotency.idem_outbox_done(%L, 1)', ob_id('t_expire', 'e1')));
-                                       try_detail                                       
-----------------------------------------------------------------------------------------
- IK002: attempt 1 no longer owns this event                                            +
- DETAIL: The current attempt is 2: the lease expired and another worker took the event.
-(1 row)
-
 SELECT try_detail(format('SELECT idempotency.idem_outbox_fail(%L, 1)', ob_id('t_expire', 'e1')));
-                                       try_detail                                       
-----------------------------------------------------------------------------------------
- IK002: attempt 1 no longer owns this event                                            +
- DETAIL: The current attempt is 2: the lease expired and another worker took the event.
-(1 row)
-
 SELECT idempotency.idem_outbox_done(ob_id('t_expire', 'e1'), 2);
- idem_outbox_done 
-------------------
- done
-(1 row)
-
 SELECT take('t_expire') AS next_of_key;
- next_of_key 
--------------
- e2#1
-(1 row)
-
 -- the lease of the last attempt expires: dead with last_error (the later event of its key waits)
 SET idempotency.max_attempts = 2;
 SELECT count(idempotency.idem_outbox_emit('t_maxlease', jsonb_build_object('n', n), k)) AS emitted
 FROM (VALUES ('m1', 'k'), ('m2', 'k')) v(n, k);
- emitted 
----------
-       2
-(1 row)
-
 SELECT take('t_maxlease', 10, interval '1 millisecond') AS attempt_1;
- attempt_1 
------------
- m1#1
-(1 row)
-
 SELECT pg_sleep(0.02);
- pg_sleep 
-----------
- 
-(1 row)
-
 SELECT take('t_maxlease', 10, interval '1 millisecond') AS attempt_2;
- attempt_2 
------------
- m1#2
-(1 row)
-
 SELECT pg_sleep(0.02);
- pg_sleep 
-----------
- 
-(1 row)
-
 SELECT take('t_maxlease') AS budget_used;
- budget_used 
--------------
- -
-(1 row)
-
 SELECT * FROM ob WHERE topic = 't_maxlease';
-   topic    | key | n  | status  | attempt | attempt_base |                       last_error                       | leased 
-------------+-----+----+---------+---------+--------------+--------------------------------------------------------+--------
- t_maxlease | k   | m1 | dead    |       2 |            0 | the lease of the last attempt expired: no attempt left | f
- t_maxlease | k   | m2 | pending |       0 |            0 |                                                        | f
-(2 rows)
-
 SELECT try_detail(format('SELECT idempotency.idem_outbox_done(%L, 2)', ob_id('t_maxlease', 'm1')));
-            try_detail            
-----------------------------------
- IK003: the event is already dead+
- DETAIL: Attempt 2 finished it.
-(1 row)
-
 -- an event that turns dead gives its place in the batch to the next due one: a batch of 1 is
 -- not empty while a due event waits behind two dead ones
 SET idempotency.max_attempts = 1;
 SELECT count(idempotency.idem_outbox_emit('t_deadslot', jsonb_build_object('n', n), k)) AS emitted
 FROM (VALUES ('d1', 'k1'), ('d2', 'k2'), ('x1', NULL)) v(n, k);
- emitted 
----------
-       3
-(1 row)
-
 SELECT take('t_deadslot', 2, interval '1 millisecond') AS leased;
-  leased   
------------
- d1#1,d2#1
-(1 row)
-
 SELECT pg_sleep(0.02);
- pg_sleep 
-----------
- 
-(1 row)
-
 SELECT take('t_deadslot', 1) AS batch_of_1;
- batch_of_1 
-------------
- x1#1
-(1 row)
-
 SELECT n, status, attempt, last_error FROM ob WHERE topic = 't_deadslot';
- n  | status | attempt |                       last_error                       
-----+--------+---------+--------------------------------------------------------
- d1 | dead   |       1 | the lease of the last attempt expired: no attempt left
- d2 | dead   |       1 | the lease of the last attempt expired: no attempt left
- x1 | leased |       1 | 
-(3 rows)
-
 -- idempotency.max_attempts = 0: no limit
 SET idempotency.max_attempts = 0;
 SELECT idempotency.idem_outbox_emit('t_nolimit', '{"n": "n1"}') IS NOT NULL AS emitted;
- emitted 
----------
- t
-(1 row)
-
 UPDATE idempotency.outbox SET status = 'leased', attempt = 1000, lease_expires_at = now() - interval '1 second'
 WHERE event_id = ob_id('t_nolimit', 'n1');
 SELECT take('t_nolimit') AS attempt_1001;
- attempt_1001 
---------------
- n1#1001
-(1 row)
-
 SELECT idempotency.idem_outbox_fail(ob_id('t_nolimit', 'n1'), 1001);
- idem_outbox_fail 
-------------------
- pending
-(1 row)
-
 RESET idempotency.max_attempts;
+
 -- done: the event is done, kept for idempotency.outbox_ttl (7 days) after it, then purged
 SELECT count(idempotency.idem_outbox_emit('t_done', jsonb_build_object('n', n))) AS emitted
 FROM (VALUES ('d1'), ('d2'), ('d3')) v(n);
- emitted 
----------
-       3
-(1 row)
-
 SELECT take('t_done') AS taken;
-     taken      
-----------------
- d1#1,d2#1,d3#1
-(1 row)
-
 SELECT idempotency.idem_outbox_done(ob_id('t_done', 'd1'), 1);
- idem_outbox_done 
-------------------
- done
-(1 row)
-
 SET idempotency.outbox_ttl = '1h';
 SELECT idempotency.idem_outbox_done(ob_id('t_done', 'd2'), 1, topic => 't_done');
- idem_outbox_done 
-------------------
- done
-(1 row)
-
 RESET idempotency.outbox_ttl;
 SELECT payload ->> 'n' AS n, status, attempt, expires_at - updated_at AS kept_for, lease_expires_at IS NOT NULL AS leased, last_error
 FROM idempotency.outbox WHERE topic = 't_done' ORDER BY seq;
- n  | status | attempt | kept_for | leased | last_error 
-----+--------+---------+----------+--------+------------
- d1 | done   |       1 | @ 7 days | f      | 
- d2 | done   |       1 | @ 1 hour | f      | 
- d3 | leased |       1 |          | t      | 
-(3 rows)
-
 -- done refused: IK001 unknown (also under another topic), IK002 stale, IK003 finished
 SELECT try_detail($$SELECT idempotency.idem_outbox_done('00000000-0000-7000-8000-000000000000', 1)$$);
-                               try_detail                                
--------------------------------------------------------------------------
- IK001: outbox event not found                                          +
- DETAIL: No such event: it was never emitted, or it was done and purged.
-(1 row)
-
 SELECT try_detail(format('SELECT idempotency.idem_outbox_done(%L, 1, %L)', ob_id('t_done', 'd3'), 't_other'));
-                                      try_detail                                       
----------------------------------------------------------------------------------------
- IK001: outbox event not found                                                        +
- DETAIL: The topic has no such event: it was never emitted, or it was done and purged.
-(1 row)
-
 SELECT try_detail(format('SELECT idempotency.idem_outbox_done(%L, 2)', ob_id('t_done', 'd3')));
-                            try_detail                             
--------------------------------------------------------------------
- IK002: attempt 2 no longer owns this event                       +
- DETAIL: Attempt 2 was never handed out: the current attempt is 1.
-(1 row)
-
 SELECT try_detail(format('SELECT idempotency.idem_outbox_done(%L, 1)', ob_id('t_done', 'd1')));
-            try_detail            
-----------------------------------
- IK003: the event is already done+
- DETAIL: Attempt 1 finished it.
-(1 row)
-
 SELECT try_detail(format('SELECT idempotency.idem_outbox_done(%L, 2)', ob_id('t_done', 'd1')));
-            try_detail            
-----------------------------------
- IK003: the event is already done+
- DETAIL: Attempt 1 finished it.
-(1 row)
-
 SELECT try_detail(format('SELECT idempotency.idem_outbox_fail(%L, 1)', ob_id('t_done', 'd1')));
-            try_detail            
-----------------------------------
- IK003: the event is already done+
- DETAIL: Attempt 1 finished it.
-(1 row)
-
 SELECT idempotency.idem_outbox_emit('t_done', '{"n": "never taken"}') IS NOT NULL AS emitted;
- emitted 
----------
- t
-(1 row)
-
 SELECT try_detail(format('SELECT idempotency.idem_outbox_done(%L, 1)', ob_id('t_done', 'never taken')));
-                              try_detail                              
-----------------------------------------------------------------------
- IK002: attempt 1 no longer owns this event                          +
- DETAIL: The event is queued and was never taken by idem_outbox_next.
-(1 row)
-
 SELECT try(format('SELECT idempotency.idem_outbox_done(%L, 1)', ob_id('t_done', 'never taken')), true);
-                             try                             
--------------------------------------------------------------
- IK002: attempt 1 no longer owns this event                 +
- HINT: Do not complete it; roll back this attempt's effects.
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_done(NULL, 1)$$);
-               try                
-----------------------------------
- 22004: event_id must not be null
-(1 row)
-
 SELECT try(format('SELECT idempotency.idem_outbox_done(%L, NULL)', ob_id('t_done', 'd3')));
-               try               
----------------------------------
- 22004: attempt must not be null
-(1 row)
-
 SELECT try(format('SELECT idempotency.idem_outbox_done(%L, 0)', ob_id('t_done', 'd3')));
-               try               
----------------------------------
- 22023: attempt must be positive
-(1 row)
-
 SELECT try(format('SELECT idempotency.idem_outbox_done(%L, -1)', ob_id('t_done', 'd3')));
-               try               
----------------------------------
- 22023: attempt must be positive
-(1 row)
-
 SELECT try(format('SELECT idempotency.idem_outbox_done(%L, 1, %L)', ob_id('t_done', 'd3'), ''));
-              try               
---------------------------------
- 22023: topic must not be empty
-(1 row)
-
 SELECT try(format('SELECT idempotency.idem_outbox_done(%L, 1, %L)', ob_id('t_done', 'd3'), repeat('t', 256)));
-           try            
---------------------------
- 22001: topic is too long
-(1 row)
-
 SELECT n, status, attempt FROM ob WHERE topic = 't_done';
-      n      | status  | attempt 
--------------+---------+---------
- d1          | done    |       1
- d2          | done    |       1
- d3          | leased  |       1
- never taken | pending |       0
-(4 rows)
-
 -- a rolled-back done leaves the lease in place
 BEGIN;
 SELECT idempotency.idem_outbox_done(ob_id('t_done', 'd3'), 1);
- idem_outbox_done 
-------------------
- done
-(1 row)
-
 ROLLBACK;
 SELECT n, status, attempt, leased FROM ob WHERE topic = 't_done' AND n = 'd3';
- n  | status | attempt | leased 
-----+--------+---------+--------
- d3 | leased |       1 | t
-(1 row)
-
 SELECT idempotency.idem_outbox_done(ob_id('t_done', 'd3'), 1, NULL);
- idem_outbox_done 
-------------------
- done
-(1 row)
 
 -- the batch form of done: one call over arrays of ids and attempts, each event fenced by its
 -- own attempt; returns the ids it finished, leaves out (never raises for) an event leased under
 -- another attempt, already done, unknown, under another topic, or named twice
 SELECT count(idempotency.idem_outbox_emit('t_dbatch', jsonb_build_object('n', n), k)) AS emitted
 FROM (VALUES ('b1', NULL), ('b2', NULL), ('b3', 'k'), ('b4', 'k'), ('b5', NULL)) v(n, k);
- emitted 
----------
-       5
-(1 row)
-
 SELECT take('t_dbatch') AS taken;
-        taken        
----------------------
- b1#1,b2#1,b3#1,b5#1
-(1 row)
-
 SELECT string_agg(coalesce(o.payload ->> 'n', 'unknown'), ',' ORDER BY d.ord) AS finished
 FROM idempotency.idem_outbox_done_batch(
          ARRAY[ob_id('t_dbatch', 'b1'), ob_id('t_dbatch', 'b2'), ob_id('t_dbatch', 'b3'),
                ob_id('t_dbatch', 'b3'), '00000000-0000-7000-8000-000000000000', ob_id('t_done', 'd1')],
          ARRAY[1, 2, 1, 1, 1, 1]) WITH ORDINALITY d(event_id, ord)
 LEFT JOIN idempotency.outbox o USING (event_id);
- finished 
-----------
- b1,b3
-(1 row)
-
 SELECT n, status, attempt, leased FROM ob WHERE topic = 't_dbatch';
- n  | status  | attempt | leased 
-----+---------+---------+--------
- b1 | done    |       1 | f
- b2 | leased  |       1 | t
- b3 | done    |       1 | f
- b4 | pending |       0 | f
- b5 | leased  |       1 | t
-(5 rows)
-
 -- what was left out, the single form explains: b2 was handed out as attempt 1
 SELECT try_detail(format('SELECT idempotency.idem_outbox_done(%L, 2)', ob_id('t_dbatch', 'b2')));
-                            try_detail                             
--------------------------------------------------------------------
- IK002: attempt 2 no longer owns this event                       +
- DETAIL: Attempt 2 was never handed out: the current attempt is 1.
-(1 row)
-
 -- b3 done: b4 of its key comes next
 SELECT take('t_dbatch') AS after_b3;
- after_b3 
-----------
- b4#1
-(1 row)
-
 -- topic: another topic finishes nothing, the event's own topic finishes it
 SELECT count(*) AS other_topic
 FROM idempotency.idem_outbox_done_batch(ARRAY[ob_id('t_dbatch', 'b2')], ARRAY[1], 't_other');
- other_topic 
--------------
-           0
-(1 row)
-
 SELECT payload ->> 'n' AS n
 FROM idempotency.idem_outbox_done_batch(ARRAY[ob_id('t_dbatch', 'b2')], ARRAY[1], 't_dbatch') d
 JOIN idempotency.outbox USING (event_id);
- n  
-----
- b2
-(1 row)
-
 -- an expired lease: the old attempt is fenced per event, the rest of its batch is done
 SELECT count(idempotency.idem_outbox_emit('t_dbatch', jsonb_build_object('n', n))) AS emitted
 FROM (VALUES ('e1'), ('e2')) v(n);
- emitted 
----------
-       2
-(1 row)
-
 SELECT take('t_dbatch', 2, interval '1 millisecond') AS short_lease;
- short_lease 
--------------
- e1#1,e2#1
-(1 row)
-
 SELECT pg_sleep(0.02);
- pg_sleep 
-----------
- 
-(1 row)
-
 SELECT take('t_dbatch', 10, interval '1 minute') AS after_expiry;
- after_expiry 
---------------
- e1#2,e2#2
-(1 row)
-
 SELECT string_agg(payload ->> 'n', ',' ORDER BY seq) AS finished
 FROM idempotency.idem_outbox_done_batch(ARRAY[ob_id('t_dbatch', 'e1'), ob_id('t_dbatch', 'e2')], ARRAY[1, 2]) d
 JOIN idempotency.outbox USING (event_id);
- finished 
-----------
- e2
-(1 row)
-
 SELECT n, status, attempt FROM ob WHERE topic = 't_dbatch' AND status <> 'done';
- n  | status | attempt 
-----+--------+---------
- b4 | leased |       1
- b5 | leased |       1
- e1 | leased |       2
-(3 rows)
-
 -- a rolled-back batch leaves the leases in place
 BEGIN;
 SELECT count(*) FROM idempotency.idem_outbox_done_batch(ARRAY[ob_id('t_dbatch', 'b4'), ob_id('t_dbatch', 'b5')],
                                             ARRAY[1, 1]);
- count 
--------
-     2
-(1 row)
-
 ROLLBACK;
 SELECT n, status, attempt, leased FROM ob WHERE topic = 't_dbatch' AND n IN ('b4', 'b5');
- n  | status | attempt | leased 
-----+--------+---------+--------
- b4 | leased |       1 | t
- b5 | leased |       1 | t
-(2 rows)
-
 SELECT count(*) AS finished
 FROM idempotency.idem_outbox_done_batch(ARRAY[ob_id('t_dbatch', 'b4'), ob_id('t_dbatch', 'b5'), ob_id('t_dbatch', 'e1')],
                             ARRAY[1, 1, 2]);
- finished 
-----------
-        3
-(1 row)
-
 SELECT n, status, attempt FROM ob WHERE topic = 't_dbatch' AND status <> 'done';
- n | status | attempt 
----+--------+---------
-(0 rows)
-
 -- empty arrays finish nothing; the arguments' errors
 SELECT count(*) AS empty FROM idempotency.idem_outbox_done_batch('{}', '{}');
- empty 
--------
-     0
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_done_batch(NULL, '{1}')$$);
-                try                
------------------------------------
- 22004: event_ids must not be null
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_done_batch('{00000000-0000-7000-8000-000000000000}', NULL)$$);
-               try                
-----------------------------------
- 22004: attempts must not be null
-(1 row)
-
 SELECT try_detail($$SELECT idempotency.idem_outbox_done_batch('{00000000-0000-7000-8000-000000000000}', '{1,1}')$$);
-                       try_detail                        
----------------------------------------------------------
- 22023: event_ids and attempts must have the same length+
- DETAIL: event_ids has 1 elements, attempts 2.
-(1 row)
-
 SELECT try_detail($$SELECT idempotency.idem_outbox_done_batch('{NULL, 00000000-0000-7000-8000-000000000000}', '{1,1}')$$);
-               try_detail               
-----------------------------------------
- 22004: event_ids must not contain null+
- DETAIL: Element 1 is null.
-(1 row)
-
 SELECT try_detail($$SELECT idempotency.idem_outbox_done_batch('{00000000-0000-7000-8000-000000000000}', '{NULL}')$$);
-              try_detail               
----------------------------------------
- 22004: attempts must not contain null+
- DETAIL: Element 1 is null.
-(1 row)
-
 SELECT try_detail($$SELECT idempotency.idem_outbox_done_batch('{00000000-0000-7000-8000-000000000000}', '{0}')$$);
-             try_detail              
--------------------------------------
- 22023: attempt must be positive    +
- DETAIL: Element 1 of attempts is 0.
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_done_batch('{{00000000-0000-7000-8000-000000000000}}', '{{1}}')$$);
-                       try                        
---------------------------------------------------
- 22023: event_ids must be a one-dimensional array
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_done_batch(ARRAY(SELECT gen_random_uuid() FROM generate_series(1, 10001)),
                                            array_fill(1, ARRAY[10001]))$$);
-                    try                    
--------------------------------------------
- 22023: a batch holds at most 10000 events
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_done_batch('{}', '{}', repeat('t', 256))$$);
-           try            
---------------------------
- 22001: topic is too long
-(1 row)
 
 -- the batch form of fail: each event fenced by its own attempt, pending again (retryable) or
 -- dead (terminal, or its budget used), one error for the batch; left out: fenced, finished,
 -- unknown, another topic
 SELECT count(idempotency.idem_outbox_emit('t_fbatch', jsonb_build_object('n', n))) AS emitted
 FROM (VALUES ('f1'), ('f2'), ('f3'), ('f4')) v(n);
- emitted 
----------
-       4
-(1 row)
-
 SELECT take('t_fbatch') AS taken;
-        taken        
----------------------
- f1#1,f2#1,f3#1,f4#1
-(1 row)
-
 SELECT o.payload ->> 'n' AS n, f.status
 FROM idempotency.idem_outbox_fail_batch(ARRAY[ob_id('t_fbatch', 'f1'), ob_id('t_fbatch', 'f2'),
                                   '00000000-0000-7000-8000-000000000000', ob_id('t_dbatch', 'b1')],
                             ARRAY[1, 2, 1, 1], true, 'broker down') f
 JOIN idempotency.outbox o USING (event_id) ORDER BY o.seq;
- n  | status  
-----+---------
- f1 | pending
-(1 row)
-
 SELECT n, status, attempt, last_error, leased FROM ob WHERE topic = 't_fbatch';
- n  | status  | attempt | last_error  | leased 
-----+---------+---------+-------------+--------
- f1 | pending |       1 | broker down | f
- f2 | leased  |       1 |             | t
- f3 | leased  |       1 |             | t
- f4 | leased  |       1 |             | t
-(4 rows)
-
 SELECT count(*) AS other_topic
 FROM idempotency.idem_outbox_fail_batch(ARRAY[ob_id('t_fbatch', 'f2')], ARRAY[1], false, NULL, 't_other');
- other_topic 
--------------
-           0
-(1 row)
-
 SELECT o.payload ->> 'n' AS n, f.status
 FROM idempotency.idem_outbox_fail_batch(ARRAY[ob_id('t_fbatch', 'f2'), ob_id('t_fbatch', 'f3')], ARRAY[1, 1],
                             false, 'rejected', 't_fbatch') f
 JOIN idempotency.outbox o USING (event_id) ORDER BY o.seq;
- n  | status 
-----+--------
- f2 | dead
- f3 | dead
-(2 rows)
-
 SET idempotency.max_attempts = 2;
 SELECT take('t_fbatch') AS again;
- again 
--------
- f1#2
-(1 row)
-
 SELECT o.payload ->> 'n' AS n, f.status
 FROM idempotency.idem_outbox_fail_batch(ARRAY[ob_id('t_fbatch', 'f1'), ob_id('t_fbatch', 'f4')], ARRAY[2, 1]) f
 JOIN idempotency.outbox o USING (event_id) ORDER BY o.seq;
- n  | status  
-----+---------
- f1 | dead
- f4 | pending
-(2 rows)
-
 RESET idempotency.max_attempts;
 SELECT n, status, attempt, last_error, leased FROM ob WHERE topic = 't_fbatch';
- n  | status  | attempt | last_error | leased 
-----+---------+---------+------------+--------
- f1 | dead    |       2 |            | f
- f2 | dead    |       1 | rejected   | f
- f3 | dead    |       1 | rejected   | f
- f4 | pending |       1 |            | f
-(4 rows)
-
 SELECT count(*) AS empty FROM idempotency.idem_outbox_fail_batch('{}', '{}');
- empty 
--------
-     0
-(1 row)
-
 SELECT try_detail($$SELECT idempotency.idem_outbox_fail_batch('{00000000-0000-7000-8000-000000000000}', '{1,2}')$$);
-                       try_detail                        
----------------------------------------------------------
- 22023: event_ids and attempts must have the same length+
- DETAIL: event_ids has 1 elements, attempts 2.
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_fail_batch('{00000000-0000-7000-8000-000000000000}', '{-1}')$$);
-               try               
----------------------------------
- 22023: attempt must be positive
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_fail_batch('{}', '{}', true, repeat('e', 100000))$$);
-                              try                              
----------------------------------------------------------------
- 54000: the error argument exceeds idempotency.max_error_bytes
-(1 row)
 
 -- fail: retryable -> pending after a backoff of base * 2^(attempt - 1), capped, its second half
 -- random (src/leased_queue.cpp); not handed out during it; terminal or out of attempts -> dead
@@ -1406,484 +392,111 @@ RESET idempotency.retry_backoff_base; -- 1 s
 SET idempotency.max_attempts = 3;
 SELECT count(idempotency.idem_outbox_emit('t_fail', jsonb_build_object('n', n))) AS emitted
 FROM (VALUES ('f1'), ('f2'), ('f3'), ('f4')) v(n);
- emitted 
----------
-       4
-(1 row)
-
 SELECT take('t_fail') AS taken;
-        taken        
----------------------
- f1#1,f2#1,f3#1,f4#1
-(1 row)
-
 SELECT idempotency.idem_outbox_fail(ob_id('t_fail', 'f1'), 1, error => 'provider down');
- idem_outbox_fail 
-------------------
- pending
-(1 row)
-
 SELECT n, status, attempt, leased, last_error FROM ob WHERE topic = 't_fail' AND n = 'f1';
- n  | status  | attempt | leased |  last_error   
-----+---------+---------+--------+---------------
- f1 | pending |       1 | f      | provider down
-(1 row)
-
 SELECT available_at - updated_at BETWEEN interval '0.5 s' AND interval '1 s' AS first_backoff
 FROM idempotency.outbox WHERE event_id = ob_id('t_fail', 'f1');
- first_backoff 
----------------
- t
-(1 row)
-
 SELECT take('t_fail') AS during_backoff;
- during_backoff 
-----------------
- -
-(1 row)
-
 SELECT pending, waiting, leased FROM idempotency.idem_outbox_stats WHERE topic = 't_fail';
- pending | waiting | leased 
----------+---------+--------
-       1 |       1 |      3
-(1 row)
-
 SELECT try_detail(format('SELECT idempotency.idem_outbox_fail(%L, 1)', ob_id('t_fail', 'f1')));
-                        try_detail                         
------------------------------------------------------------
- IK002: attempt 1 no longer owns this event               +
- DETAIL: The event is queued again after attempt 1 failed.
-(1 row)
-
 UPDATE idempotency.outbox SET available_at = available_at - interval '1 s' WHERE event_id = ob_id('t_fail', 'f1');
 SELECT take('t_fail') AS after_backoff;
- after_backoff 
----------------
- f1#2
-(1 row)
-
 SELECT idempotency.idem_outbox_fail(ob_id('t_fail', 'f1'), 2, true, 'provider down again');
- idem_outbox_fail 
-------------------
- pending
-(1 row)
-
 SELECT available_at - updated_at BETWEEN interval '1 s' AND interval '2 s' AS second_backoff
 FROM idempotency.outbox WHERE event_id = ob_id('t_fail', 'f1');
- second_backoff 
-----------------
- t
-(1 row)
-
 UPDATE idempotency.outbox SET available_at = available_at - interval '2 s' WHERE event_id = ob_id('t_fail', 'f1');
 SELECT take('t_fail') AS third_attempt;
- third_attempt 
----------------
- f1#3
-(1 row)
-
 SELECT idempotency.idem_outbox_fail(ob_id('t_fail', 'f1'), 3, error => 'still down'); -- the third of 3: dead
- idem_outbox_fail 
-------------------
- dead
-(1 row)
-
 -- the cap: base 10 s, max 3 s -> between 1.5 and 3 s; NULL retryable is retryable
 SET idempotency.retry_backoff_base = '10s';
 SET idempotency.retry_backoff_max = '3s';
 SELECT idempotency.idem_outbox_fail(ob_id('t_fail', 'f2'), 1, NULL);
- idem_outbox_fail 
-------------------
- pending
-(1 row)
-
 SELECT available_at - updated_at BETWEEN interval '1.5 s' AND interval '3 s' AS capped_backoff
 FROM idempotency.outbox WHERE event_id = ob_id('t_fail', 'f2');
- capped_backoff 
-----------------
- t
-(1 row)
-
 RESET idempotency.retry_backoff_max;
 SET idempotency.retry_backoff_base = 0; -- 0: due again at once
 SELECT idempotency.idem_outbox_fail(ob_id('t_fail', 'f4'), 1, topic => 't_fail');
- idem_outbox_fail 
-------------------
- pending
-(1 row)
-
 SELECT available_at = updated_at AS due_at_once FROM idempotency.outbox WHERE event_id = ob_id('t_fail', 'f4');
- due_at_once 
--------------
- t
-(1 row)
-
 -- terminal: dead at once, kept with its error
 SELECT idempotency.idem_outbox_fail(ob_id('t_fail', 'f3'), 1, retryable => false, error => 'invalid address');
- idem_outbox_fail 
-------------------
- dead
-(1 row)
-
 SELECT * FROM ob WHERE topic = 't_fail';
- topic  | key | n  | status  | attempt | attempt_base |   last_error    | leased 
---------+-----+----+---------+---------+--------------+-----------------+--------
- t_fail |     | f1 | dead    |       3 |            0 | still down      | f
- t_fail |     | f2 | pending |       1 |            0 |                 | f
- t_fail |     | f3 | dead    |       1 |            0 | invalid address | f
- t_fail |     | f4 | pending |       1 |            0 |                 | f
-(4 rows)
-
 SELECT take('t_fail') AS dead_not_taken; -- f4 only
- dead_not_taken 
-----------------
- f4#2
-(1 row)
-
 -- fail refused
 SELECT try_detail($$SELECT idempotency.idem_outbox_fail('00000000-0000-7000-8000-000000000000', 1)$$);
-                               try_detail                                
--------------------------------------------------------------------------
- IK001: outbox event not found                                          +
- DETAIL: No such event: it was never emitted, or it was done and purged.
-(1 row)
-
 SELECT try_detail(format('SELECT idempotency.idem_outbox_fail(%L, 2, topic => %L)', ob_id('t_fail', 'f4'), 't_other'));
-                                      try_detail                                       
----------------------------------------------------------------------------------------
- IK001: outbox event not found                                                        +
- DETAIL: The topic has no such event: it was never emitted, or it was done and purged.
-(1 row)
-
 SELECT try_detail(format('SELECT idempotency.idem_outbox_fail(%L, 3)', ob_id('t_fail', 'f1')));
-            try_detail            
-----------------------------------
- IK003: the event is already dead+
- DETAIL: Attempt 3 finished it.
-(1 row)
-
 SELECT try_detail(format('SELECT idempotency.idem_outbox_fail(%L, 1)', ob_id('t_fail', 'f4')));
-                                       try_detail                                       
-----------------------------------------------------------------------------------------
- IK002: attempt 1 no longer owns this event                                            +
- DETAIL: The current attempt is 2: the lease expired and another worker took the event.
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_fail(NULL, 1)$$);
-               try                
-----------------------------------
- 22004: event_id must not be null
-(1 row)
-
 SELECT try(format('SELECT idempotency.idem_outbox_fail(%L, NULL)', ob_id('t_fail', 'f4')));
-               try               
----------------------------------
- 22004: attempt must not be null
-(1 row)
-
 SELECT try(format('SELECT idempotency.idem_outbox_fail(%L, 0)', ob_id('t_fail', 'f4')));
-               try               
----------------------------------
- 22023: attempt must be positive
-(1 row)
-
 SELECT try(format('SELECT idempotency.idem_outbox_fail(%L, 2, topic => %L)', ob_id('t_fail', 'f4'), ''));
-              try               
---------------------------------
- 22023: topic must not be empty
-(1 row)
-
 SELECT n, status, attempt, last_error FROM ob WHERE topic = 't_fail' AND n = 'f4';
- n  | status | attempt | last_error 
-----+--------+---------+------------
- f4 | leased |       2 | 
-(1 row)
 
 -- requeue: a dead event is pending again at once with a new budget of max_attempts
 SELECT idempotency.idem_outbox_requeue(ob_id('t_fail', 'f1'));
- idem_outbox_requeue 
----------------------
- pending
-(1 row)
-
 SELECT n, status, attempt, attempt_base, leased, last_error FROM ob WHERE topic = 't_fail' AND n = 'f1';
- n  | status  | attempt | attempt_base | leased | last_error 
-----+---------+---------+--------------+--------+------------
- f1 | pending |       3 |            3 | f      | still down
-(1 row)
-
 SELECT available_at = updated_at AS due_at_once FROM idempotency.outbox WHERE event_id = ob_id('t_fail', 'f1');
- due_at_once 
--------------
- t
-(1 row)
-
 SELECT take('t_fail') AS after_requeue;
- after_requeue 
----------------
- f1#4
-(1 row)
-
 SELECT idempotency.idem_outbox_fail(ob_id('t_fail', 'f1'), 4); -- 1 of the new 3: pending
- idem_outbox_fail 
-------------------
- pending
-(1 row)
-
 SELECT take('t_fail') AS again;
- again 
--------
- f1#5
-(1 row)
-
 SELECT idempotency.idem_outbox_fail(ob_id('t_fail', 'f1'), 5);
- idem_outbox_fail 
-------------------
- pending
-(1 row)
-
 SELECT take('t_fail') AS again;
- again 
--------
- f1#6
-(1 row)
-
 SELECT idempotency.idem_outbox_fail(ob_id('t_fail', 'f1'), 6); -- 3 of the new 3: dead
- idem_outbox_fail 
-------------------
- dead
-(1 row)
-
 SELECT idempotency.idem_outbox_requeue(ob_id('t_fail', 'f3'), 't_fail');
- idem_outbox_requeue 
----------------------
- pending
-(1 row)
-
 -- requeue refused: not dead (55000, the detail says what it is), unknown (IK001)
 SELECT try_detail(format('SELECT idempotency.idem_outbox_requeue(%L)', ob_id('t_fail', 'f3')));
-                            try_detail                            
-------------------------------------------------------------------
- 55000: outbox event is not dead                                 +
- DETAIL: The event is pending; only a dead event can be requeued.
-(1 row)
-
 SELECT take('t_fail') AS f3_taken;
- f3_taken 
-----------
- f3#2
-(1 row)
-
 SELECT try_detail(format('SELECT idempotency.idem_outbox_requeue(%L)', ob_id('t_fail', 'f3')));
-                           try_detail                            
------------------------------------------------------------------
- 55000: outbox event is not dead                                +
- DETAIL: The event is leased; only a dead event can be requeued.
-(1 row)
-
 SELECT idempotency.idem_outbox_done(ob_id('t_fail', 'f3'), 2);
- idem_outbox_done 
-------------------
- done
-(1 row)
-
 SELECT try_detail(format('SELECT idempotency.idem_outbox_requeue(%L)', ob_id('t_fail', 'f3')));
-                          try_detail                           
----------------------------------------------------------------
- 55000: outbox event is not dead                              +
- DETAIL: The event is done; only a dead event can be requeued.
-(1 row)
-
 SELECT try_detail($$SELECT idempotency.idem_outbox_requeue('00000000-0000-7000-8000-000000000000')$$);
-                               try_detail                                
--------------------------------------------------------------------------
- IK001: outbox event not found                                          +
- DETAIL: No such event: it was never emitted, or it was done and purged.
-(1 row)
-
 SELECT try_detail(format('SELECT idempotency.idem_outbox_requeue(%L, %L)', ob_id('t_fail', 'f1'), 't_other'));
-                                      try_detail                                       
----------------------------------------------------------------------------------------
- IK001: outbox event not found                                                        +
- DETAIL: The topic has no such event: it was never emitted, or it was done and purged.
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_outbox_requeue(NULL)$$);
-               try                
-----------------------------------
- 22004: event_id must not be null
-(1 row)
-
 SELECT try(format('SELECT idempotency.idem_outbox_requeue(%L, %L)', ob_id('t_fail', 'f1'), ''));
-              try               
---------------------------------
- 22023: topic must not be empty
-(1 row)
-
 SELECT * FROM ob WHERE topic = 't_fail';
- topic  | key | n  | status  | attempt | attempt_base | last_error | leased 
---------+-----+----+---------+---------+--------------+------------+--------
- t_fail |     | f1 | dead    |       6 |            3 |            | f
- t_fail |     | f2 | pending |       1 |            0 |            | f
- t_fail |     | f3 | done    |       2 |            1 |            | f
- t_fail |     | f4 | leased  |       2 |            0 |            | t
-(4 rows)
-
 RESET idempotency.max_attempts;
+
 -- idem_outbox_stats: per topic pending (waiting included), waiting, leased, dead, done and the
 -- age of the oldest pending or leased event
 SELECT count(idempotency.idem_outbox_emit('t_stats', jsonb_build_object('n', n), deliver_after => d)) AS emitted
 FROM (VALUES ('s1', NULL), ('s2', interval '1 hour'), ('s3', NULL), ('s4', NULL), ('s5', NULL)) v(n, d);
- emitted 
----------
-       5
-(1 row)
-
 SELECT take('t_stats', 2) AS taken;
-   taken   
------------
- s1#1,s3#1
-(1 row)
-
 SELECT idempotency.idem_outbox_done(ob_id('t_stats', 's1'), 1);
- idem_outbox_done 
-------------------
- done
-(1 row)
-
 SELECT idempotency.idem_outbox_fail(ob_id('t_stats', 's3'), 1, false);
- idem_outbox_fail 
-------------------
- dead
-(1 row)
-
 SELECT take('t_stats', 1) AS taken;
- taken 
--------
- s4#1
-(1 row)
-
 UPDATE idempotency.outbox SET emitted_at = emitted_at - interval '1 hour' WHERE event_id = ob_id('t_stats', 's4');
 SELECT topic, pending, waiting, leased, dead, done,
        oldest_pending_age BETWEEN interval '1 hour' AND interval '1 hour 1 minute' AS oldest_pending_age
 FROM idempotency.idem_outbox_stats WHERE topic = 't_stats';
-  topic  | pending | waiting | leased | dead | done | oldest_pending_age 
----------+---------+---------+--------+------+------+--------------------
- t_stats |       2 |       1 |      1 |    1 |    1 | t
-(1 row)
-
 SELECT idempotency.idem_outbox_done(ob_id('t_stats', 's4'), 1);
- idem_outbox_done 
-------------------
- done
-(1 row)
-
 SELECT oldest_pending_age < interval '1 minute' AS oldest_pending_age FROM idempotency.idem_outbox_stats WHERE topic = 't_stats';
- oldest_pending_age 
---------------------
- t
-(1 row)
-
 SELECT count(*) AS topics FROM idempotency.idem_outbox_stats WHERE topic LIKE 't\_%';
- topics 
---------
-     18
-(1 row)
 
 -- the purge: done events past their expires_at go; done events still kept and pending, leased
 -- and dead ones stay, whatever their expires_at
 SELECT idempotency.idem_purge() >= 0 AS flushed;
- flushed 
----------
- t
-(1 row)
-
 SELECT count(idempotency.idem_outbox_emit('t_purge', jsonb_build_object('n', n))) AS emitted
 FROM (VALUES ('p1'), ('p2'), ('p3'), ('p4'), ('p5')) v(n);
- emitted 
----------
-       5
-(1 row)
-
 SELECT take('t_purge', 3) AS taken;
-     taken      
-----------------
- p1#1,p2#1,p3#1
-(1 row)
-
 SELECT idempotency.idem_outbox_done(ob_id('t_purge', 'p1'), 1), idempotency.idem_outbox_done(ob_id('t_purge', 'p2'), 1),
        idempotency.idem_outbox_fail(ob_id('t_purge', 'p3'), 1, false);
- idem_outbox_done | idem_outbox_done | idem_outbox_fail 
-------------------+------------------+------------------
- done             | done             | dead
-(1 row)
-
 SELECT take('t_purge', 1) AS taken;
- taken 
--------
- p4#1
-(1 row)
-
 UPDATE idempotency.outbox SET expires_at = now() - interval '1 second'
 WHERE topic = 't_purge' AND payload ->> 'n' <> 'p2';
 SELECT idempotency.idem_purge() AS purged;
- purged 
---------
-      1
-(1 row)
-
 SELECT n, status FROM ob WHERE topic = 't_purge';
- n  | status  
-----+---------
- p2 | done
- p3 | dead
- p4 | leased
- p5 | pending
-(4 rows)
-
 SELECT idempotency.idem_purge() AS purged_again;
- purged_again 
---------------
-            0
-(1 row)
 
 -- privileges: PUBLIC cannot execute the functions nor read the view; a role granted EXECUTE
 -- uses every function without rights on the table
 SELECT p.oid::regprocedure AS function, has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute
 FROM pg_proc p WHERE p.proname LIKE 'idem\_outbox\_%' ORDER BY p.oid::regprocedure::text COLLATE "C";
-                                function                                | public_execute 
-------------------------------------------------------------------------+----------------
- idempotency.idem_outbox_done(uuid,integer,text)                        | f
- idempotency.idem_outbox_done_batch(uuid[],integer[],text)              | f
- idempotency.idem_outbox_emit(text,bytea,text,text,jsonb,interval)      | f
- idempotency.idem_outbox_emit(text,jsonb,text,text,jsonb,interval)      | f
- idempotency.idem_outbox_emit(text,text,text,text,jsonb,interval)       | f
- idempotency.idem_outbox_fail(uuid,integer,boolean,text,text)           | f
- idempotency.idem_outbox_fail_batch(uuid[],integer[],boolean,text,text) | f
- idempotency.idem_outbox_next(text,integer,interval)                    | f
- idempotency.idem_outbox_requeue(uuid,text)                             | f
-(9 rows)
-
 CREATE ROLE outbox_regress_user;
 SET ROLE outbox_regress_user;
 SELECT try($$SELECT idempotency.idem_outbox_emit('t_role', '{"n": "r0"}')$$);
-                          try                           
---------------------------------------------------------
- 42501: permission denied for function idem_outbox_emit
-(1 row)
-
 SELECT try($$SELECT * FROM idempotency.idem_outbox_next('t_role')$$);
-                          try                           
---------------------------------------------------------
- 42501: permission denied for function idem_outbox_next
-(1 row)
-
 SELECT try($$SELECT * FROM idempotency.idem_outbox_stats$$);
-                         try                         
------------------------------------------------------
- 42501: permission denied for view idem_outbox_stats
-(1 row)
-
 RESET ROLE;
 GRANT EXECUTE ON FUNCTION idempotency.idem_outbox_emit(text, jsonb, text, text, jsonb, interval),
     idempotency.idem_outbox_emit(text, bytea, text, text, jsonb, interval),
@@ -1899,63 +512,16 @@ INSERT INTO role_ids SELECT 'r1', idempotency.idem_outbox_emit('t_role', '{"n": 
 INSERT INTO role_ids SELECT 'r2', idempotency.idem_outbox_emit('t_role', '{"n": "r2"}'::text);
 INSERT INTO role_ids SELECT 'r3', idempotency.idem_outbox_emit('t_role', '\x7233'::bytea);
 SELECT idempotency.idem_outbox_emit('t_role', '{"n": "dup"}'::jsonb, 'k', 'role-1') = (SELECT id FROM role_ids WHERE n = 'r1') AS dedup_as_role;
- dedup_as_role 
----------------
- t
-(1 row)
-
 UPDATE role_ids r SET attempt = n.attempt FROM idempotency.idem_outbox_next('t_role') n WHERE n.event_id = r.id;
 SELECT n, attempt FROM role_ids ORDER BY n;
- n  | attempt 
-----+---------
- r1 |       1
- r2 |       1
- r3 |       1
-(3 rows)
-
 SELECT idempotency.idem_outbox_done_batch(array_agg(id), array_agg(attempt)) IS NOT NULL AS done_batch FROM role_ids WHERE n = 'r1';
- done_batch 
-------------
- t
-(1 row)
-
 SELECT idempotency.idem_outbox_fail(id, attempt, false, 'as role') FROM role_ids WHERE n = 'r2';
- idem_outbox_fail 
-------------------
- dead
-(1 row)
-
 SELECT idempotency.idem_outbox_requeue(id) FROM role_ids WHERE n = 'r2';
- idem_outbox_requeue 
----------------------
- pending
-(1 row)
-
 SELECT f.status FROM role_ids r, idempotency.idem_outbox_fail_batch(ARRAY[r.id], ARRAY[r.attempt], true, NULL, 't_role') f
 WHERE r.n = 'r3';
- status  
----------
- pending
-(1 row)
-
 SELECT try($$SELECT count(*) FROM idempotency.outbox$$);
-                    try                    
--------------------------------------------
- 42501: permission denied for table outbox
-(1 row)
-
 SELECT try($$SELECT * FROM idempotency.idem_outbox_stats$$);
-                         try                         
------------------------------------------------------
- 42501: permission denied for view idem_outbox_stats
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_purge()$$);
-                       try                        
---------------------------------------------------
- 42501: permission denied for function idem_purge
-(1 row)
-
 RESET ROLE;
 DROP TABLE role_ids;
 REVOKE EXECUTE ON FUNCTION idempotency.idem_outbox_emit(text, jsonb, text, text, jsonb, interval),
@@ -1968,12 +534,6 @@ REVOKE EXECUTE ON FUNCTION idempotency.idem_outbox_emit(text, jsonb, text, text,
 FROM outbox_regress_user;
 DROP ROLE outbox_regress_user;
 SELECT n, status, attempt, last_error FROM ob WHERE topic = 't_role';
- n  | status  | attempt | last_error 
-----+---------+---------+------------
- r1 | done    |       1 | 
- r2 | pending |       1 | as role
- r3 | pending |       1 | 
-(3 rows)
 
 -- a lease changes no column an index reads (they read the life stage from expires_at: NULL
 -- while pending or leased, infinity once dead): each leased event's new row version is HOT, no
@@ -1982,90 +542,36 @@ BEGIN;
 SELECT count(idempotency.idem_outbox_emit('t_hot', jsonb_build_object('n', i), 'k' || (i % 3)))
        + count(idempotency.idem_outbox_emit('t_hot', jsonb_build_object('n', -i)))
 FROM generate_series(1, 6) i;
- ?column? 
-----------
-       12
-(1 row)
-
 SELECT pg_stat_get_xact_tuples_hot_updated('idempotency.outbox'::regclass) AS hot_before,
        pg_stat_get_xact_tuples_updated('idempotency.outbox'::regclass) AS updated_before \gset
 SELECT count(*) AS leased FROM idempotency.idem_outbox_next('t_hot', 100);
- leased 
---------
-      9
-(1 row)
-
 SELECT pg_stat_get_xact_tuples_updated('idempotency.outbox'::regclass) - :updated_before AS updated,
        pg_stat_get_xact_tuples_hot_updated('idempotency.outbox'::regclass) - :hot_before AS hot;
- updated | hot 
----------+-----
-       9 |   9
-(1 row)
-
 SELECT count(*) AS done FROM idempotency.idem_outbox_done_batch(
     ARRAY(SELECT event_id FROM idempotency.outbox WHERE topic = 't_hot' AND status = 'leased'),
     ARRAY(SELECT attempt FROM idempotency.outbox WHERE topic = 't_hot' AND status = 'leased'));
- done 
-------
-    9
-(1 row)
-
 SELECT pg_stat_get_xact_tuples_updated('idempotency.outbox'::regclass) - :updated_before AS updated,
        pg_stat_get_xact_tuples_hot_updated('idempotency.outbox'::regclass) - :hot_before AS hot;
- updated | hot 
----------+-----
-      18 |   9
-(1 row)
-
 COMMIT;
 SELECT status, expires_at = 'infinity' AS expires_never, count(*) FROM idempotency.outbox
 WHERE topic LIKE 't\_%' AND topic <> 't_purge' AND status IN ('dead', 'pending', 'leased')
 GROUP BY 1, 2 ORDER BY 1, 2; -- t_purge's were given a past expires_at by hand above
- status  | expires_never | count 
----------+---------------+-------
- dead    | t             |     8
- leased  |               |    20
- pending |               |    50
-(3 rows)
 
--- the counters this file moved (src/operations.hpp): emitted, deduplicated, done, retried
+-- the counters this file moved (src/counters.hpp): emitted, deduplicated, done, retried
 -- (retryable failures), dead (terminal failures, budgets used, and the expired last lease)
 SELECT c.counter, c.value - b.value AS moved
 FROM idempotency.idem_counters() c JOIN counters_before b USING (counter)
 WHERE c.counter LIKE 'outbox\_%' ORDER BY c.counter;
-       counter       | moved 
----------------------+-------
- outbox_dead         |    33
- outbox_deduplicated |    26
- outbox_done         |    54
- outbox_emitted      |   134
- outbox_retried      |    12
-(5 rows)
 
 -- a call examines a bounded stretch of the queue (src/outbox_next.cpp, lease_in_rounds): of
 -- 3,000 events over 3 keys, a batch of 10 takes the keys' first events after 81 per-key probes
 -- (rounds of 42 and 39 candidates), not one probe per event of the queue
 SELECT count(idempotency.idem_outbox_emit('t_walk', jsonb_build_object('n', 'w' || i), 'k' || (i % 3)))
     AS emitted FROM generate_series(1, 3000) i;
- emitted 
----------
-    3000
-(1 row)
-
 BEGIN;
 SELECT pg_stat_get_xact_numscans('idempotency.outbox_key'::regclass) AS probes_before \gset
 SELECT take('t_walk', 10);
-      take      
-----------------
- w1#1,w2#1,w3#1
-(1 row)
-
 SELECT pg_stat_get_xact_numscans('idempotency.outbox_key'::regclass) - :probes_before AS probes;
- probes 
---------
-     81
-(1 row)
-
 COMMIT;
 -- events queued behind a long run of one key's waiting events are reached in a few calls: 2,500
 -- events of key hot, then one of each of 5 other keys. The first call takes h1 and stops (no
@@ -2074,34 +580,15 @@ COMMIT;
 -- the five
 SELECT count(idempotency.idem_outbox_emit('t_burst', jsonb_build_object('n', 'h' || i), 'hot')) AS emitted
 FROM generate_series(1, 2500) i;
- emitted 
----------
-    2500
-(1 row)
-
 SELECT count(idempotency.idem_outbox_emit('t_burst', jsonb_build_object('n', 'o' || i), 'other' || i))
     AS emitted FROM generate_series(1, 5) i;
- emitted 
----------
-       5
-(1 row)
-
 SELECT take('t_burst', 10) AS first, take('t_burst', 10) AS second, take('t_burst', 10) AS third;
- first | second |          third           
--------+--------+--------------------------
- h1#1  | -      | o1#1,o2#1,o3#1,o4#1,o5#1
-(1 row)
 
 -- the per-key lock's tag in pg_locks: the first 8 bytes of HMAC-SHA256(secret, topic NUL key)
 -- under the installation's secret, not 1.1.0's plain hash of topic and key (which any role that
 -- reads pg_locks could compute for a guess)
 BEGIN;
 SELECT idempotency.idem_outbox_emit('t_tag', '{}', 'order-42') IS NOT NULL AS emitted;
- emitted 
----------
- t
-(1 row)
-
 WITH lk AS (SELECT classid::bigint AS hi, objid::bigint AS lo FROM pg_locks
             WHERE locktype = 'advisory' AND objsubid = 18756 AND pid = pg_backend_pid()),
      mac AS (SELECT idempotency.idem_hmac_sha256(s.secret, convert_to('t_tag', 'UTF8') || '\x00'::bytea
@@ -2113,41 +600,20 @@ SELECT count(*) AS key_locks,
                 AND lk.lo = ('x' || encode(substring(mac.m FROM 5 FOR 4), 'hex'))::bit(32)::bigint) AS keyed_with_secret,
        bool_or(lk.hi = (plain.h >> 32) & 4294967295 AND lk.lo = plain.h & 4294967295) AS plain_hash
 FROM lk, mac, plain;
- key_locks | keyed_with_secret | plain_hash 
------------+-------------------+------------
-         1 | t                 | f
-(1 row)
-
 ROLLBACK;
 -- the secret: 32 bytes, one row, readable by the extension's owner only
 SELECT octet_length(secret) AS secret_bytes, (SELECT count(*) FROM idempotency.outbox_key_lock) AS rows,
        has_table_privilege('public', 'idempotency.outbox_key_lock', 'SELECT') AS public_reads
 FROM idempotency.outbox_key_lock;
- secret_bytes | rows | public_reads 
---------------+------+--------------
-           32 |    1 | f
-(1 row)
 
 -- every object of the outbox is documented
 SELECT p.oid::regprocedure AS undocumented FROM pg_proc p
 WHERE p.proname LIKE 'idem\_outbox%' AND obj_description(p.oid, 'pg_proc') IS NULL;
- undocumented 
---------------
-(0 rows)
-
 SELECT c.oid::regclass AS undocumented FROM pg_class c
 WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relname LIKE 'outbox%'
   AND c.relkind IN ('r', 'i', 'S') AND obj_description(c.oid, 'pg_class') IS NULL
   AND c.relname NOT LIKE '%pkey';
- undocumented 
---------------
-(0 rows)
-
 SELECT obj_description('idempotency.idem_outbox_stats'::regclass, 'pg_class') IS NOT NULL AS stats_documented;
- stats_documented 
-------------------
- t
-(1 row)
 
 -- leave nothing behind for the suites that follow
 DELETE FROM idempotency.outbox WHERE topic LIKE 't\_%';

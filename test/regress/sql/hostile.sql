@@ -3,87 +3,24 @@
 -- writes nothing. The 100 MB variants run in test/stages/hostile_big.sh (10 MB here).
 \pset null '<NULL>'
 SET client_min_messages = warning;
+
 \i test/regress/helpers.sql
--- The regress suites' error-catching helper; every sql/*.sql that needs it runs \i on this file.
--- try(sql, with_hint): runs sql and returns 'ok' or 'SQLSTATE: message', with the hint on a
--- line of its own when with_hint and the error has one. query_canceled (not part of OTHERS) is
--- caught too, for the statement_timeout cases.
-CREATE OR REPLACE FUNCTION try(sql text, with_hint boolean DEFAULT false) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-    hint text;
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN query_canceled OR OTHERS THEN
-    GET STACKED DIAGNOSTICS hint = PG_EXCEPTION_HINT;
-    RETURN SQLSTATE || ': ' || SQLERRM ||
-           CASE WHEN with_hint AND hint <> '' THEN E'\nHINT: ' || hint ELSE '' END;
-END $$;
 -- Everything stored, as one row of counts.
 CREATE VIEW hostile_written AS
     SELECT (SELECT count(*) FROM idempotency.records WHERE scope LIKE 'hostile%') AS records,
            (SELECT count(*) FROM idempotency.inbox WHERE consumer LIKE 'hostile%') AS inbox;
+
 -- Keys and scopes of 1 MB: 22001 at once, nothing written -----------------------------------
 SELECT try($$SELECT idempotency.idem_claim(repeat('s', 1048576), 'k')$$);
-           try            
---------------------------
- 22001: scope is too long
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_claim('hostile', repeat('k', 1048576))$$);
-          try           
-------------------------
- 22001: key is too long
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_complete('hostile', repeat('k', 1048576), 1)$$);
-          try           
-------------------------
- 22001: key is too long
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_fail(repeat('s', 1048576), 'k', 1)$$);
-           try            
---------------------------
- 22001: scope is too long
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_heartbeat('hostile', repeat('k', 1048576), 1)$$);
-          try           
-------------------------
- 22001: key is too long
-(1 row)
-
 SELECT try($$SELECT * FROM idempotency.idem_lookup(repeat('s', 1048576), 'k')$$);
-           try            
---------------------------
- 22001: scope is too long
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_inbox_receive(repeat('c', 1048576), 'e')$$);
-             try             
------------------------------
- 22001: consumer is too long
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_inbox_receive('hostile', repeat('e', 1048576))$$);
-             try             
------------------------------
- 22001: event_id is too long
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_claim('hostile', 'k', ('\x' || repeat('ab', 1048576))::bytea)$$);
-                    try                     
---------------------------------------------
- 22023: fingerprint must have 1 to 64 bytes
-(1 row)
-
 SELECT * FROM hostile_written;
- records | inbox 
----------+-------
-       0 |     0
-(1 row)
 
 -- Payloads of 10 MB: correct answers ---------------------------------------------------------
 -- a 10 MB JSON string, as raw text and as jsonb: the same fingerprint as the small-string rule
@@ -91,396 +28,101 @@ SELECT idempotency.idem_fingerprint('"' || repeat('a', 10485760) || '"')
      = sha256(convert_to('"' || repeat('a', 10485760) || '"', 'UTF8')) AS text_10mb,
        idempotency.idem_fingerprint(('"' || repeat('a', 10485760) || '"')::jsonb)
      = sha256(convert_to('"' || repeat('a', 10485760) || '"', 'UTF8')) AS jsonb_10mb;
- text_10mb | jsonb_10mb 
------------+------------
- t         | t
-(1 row)
-
 -- 10 MB of numbers, re-serialised: one fingerprint
 SELECT idempotency.idem_fingerprint('[' || repeat('1.50, ', 1747626) || '0]')
      = idempotency.idem_fingerprint(('[' || repeat('1.5,', 1747626) || '0]')::jsonb) AS numbers_10mb,
        length(idempotency.idem_canonical_json(('[' || repeat('1.5,', 1747626) || '0]')::jsonb)) AS canonical_length;
- numbers_10mb | canonical_length 
---------------+------------------
- t            |          6990507
-(1 row)
-
 -- a 10 MB response is stored and replayed whole
 SELECT outcome, attempt FROM idempotency.idem_claim('hostile', 'big-response');
- outcome | attempt 
----------+---------
- claimed |       1
-(1 row)
-
 SELECT idempotency.idem_complete('hostile', 'big-response', 1, 'r', jsonb_build_object('blob', repeat('x', 10485760)), 200);
- idem_complete 
----------------
- t
-(1 row)
-
 SELECT outcome, length(response ->> 'blob') AS blob_length, response_status
 FROM idempotency.idem_claim('hostile', 'big-response');
- outcome  | blob_length | response_status 
-----------+-------------+-----------------
- replayed |    10485760 |             200
-(1 row)
-
 -- a 10 MB inbox payload
 SELECT idempotency.idem_inbox_receive('hostile', 'big-event', sha256(convert_to(repeat('p', 10485760), 'UTF8')),
                           true, 'blob', convert_to(repeat('p', 10485760), 'UTF8'));
- idem_inbox_receive 
---------------------
- new
-(1 row)
-
 SELECT idempotency.idem_inbox_receive('hostile', 'big-event', sha256(convert_to(repeat('p', 10485760), 'UTF8')));
- idem_inbox_receive 
---------------------
- duplicate
-(1 row)
-
 SELECT * FROM hostile_written;
- records | inbox 
----------+-------
-       1 |     1
-(1 row)
 
 -- Nesting 100,000 levels: 54001, no stack overflow --------------------------------------------
 SELECT try($$SELECT idempotency.idem_fingerprint(repeat('[', 100000) || repeat(']', 100000))$$);
-               try               
----------------------------------
- 54001: JSON nesting is too deep
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_canonical_json(repeat('{"a":', 100000) || '1' || repeat('}', 100000))$$);
-               try               
----------------------------------
- 54001: JSON nesting is too deep
-(1 row)
-
 -- jsonb input itself refuses it (PostgreSQL's own stack check)
 SELECT try($$SELECT idempotency.idem_fingerprint((repeat('[', 100000) || repeat(']', 100000))::jsonb)$$);
-                try                
------------------------------------
- 54001: stack depth limit exceeded
-(1 row)
-
 -- unbalanced: malformed, not a crash
 SELECT try($$SELECT idempotency.idem_fingerprint(repeat('[', 100000))$$);
-               try               
----------------------------------
- 54001: JSON nesting is too deep
-(1 row)
-
 -- the limit is 10,000 levels, for raw text and for jsonb
 SELECT length(idempotency.idem_canonical_json(repeat('[', 10000) || repeat(']', 10000))) AS depth_10000;
- depth_10000 
--------------
-       20000
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_canonical_json(repeat('[', 10001) || repeat(']', 10001))$$);
-               try               
----------------------------------
- 54001: JSON nesting is too deep
-(1 row)
-
 SELECT length(idempotency.idem_canonical_json((repeat('[', 10000) || repeat(']', 10000))::jsonb)) AS jsonb_depth_10000;
- jsonb_depth_10000 
--------------------
-             20000
-(1 row)
-
 SELECT length(idempotency.idem_fingerprint((repeat('[', 10000) || repeat(']', 10000))::jsonb)) AS jsonb_fingerprint_depth_10000;
- jsonb_fingerprint_depth_10000 
--------------------------------
-                            32
-(1 row)
-
 -- a deep response is stored as jsonb accepted it
 SELECT outcome FROM idempotency.idem_claim('hostile', 'deep');
- outcome 
----------
- claimed
-(1 row)
-
 SELECT idempotency.idem_complete('hostile', 'deep', 1, NULL, (repeat('[', 2000) || repeat(']', 2000))::jsonb);
- idem_complete 
----------------
- t
-(1 row)
-
 SELECT outcome, length(response::text) AS response_length FROM idempotency.idem_claim('hostile', 'deep');
- outcome  | response_length 
-----------+-----------------
- replayed |            4000
-(1 row)
 
 -- NUL bytes -------------------------------------------------------------------------------------
 -- in JSON text \u0000 is a character like any other: RFC 8785 writes it as \u0000
 SELECT idempotency.idem_canonical_json('{"k\u0000": "a\u0000b", "k": 1}');
-     idem_canonical_json      
-------------------------------
- {"k":1,"k\u0000":"a\u0000b"}
-(1 row)
-
 SELECT idempotency.idem_fingerprint('"a\u0000b"') = sha256(convert_to('"a\u0000b"', 'UTF8')) AS nul_fingerprint;
- nul_fingerprint 
------------------
- t
-(1 row)
-
 -- jsonb cannot hold it (PostgreSQL refuses \u0000 in jsonb text values)
 SELECT try($$SELECT idempotency.idem_canonical_json('"a\u0000b"'::jsonb)$$);
-                    try                     
---------------------------------------------
- 22P05: unsupported Unicode escape sequence
-(1 row)
-
 -- text cannot hold a NUL byte at all: the value never reaches the extension
 SELECT try($$SELECT idempotency.idem_claim('hostile', 'a' || chr(0))$$);
-                 try                 
--------------------------------------
- 54000: null character not permitted
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_claim('hostile', E'a\u0000')$$);
-                           try                           
----------------------------------------------------------
- 42601: invalid Unicode escape value at or near "\u0000"
-(1 row)
-
 -- bytea can: NUL-filled fingerprints and payloads are ordinary values
 SELECT outcome FROM idempotency.idem_claim('hostile', 'nul-fp', '\x0000000000');
- outcome 
----------
- claimed
-(1 row)
-
 SELECT outcome FROM idempotency.idem_claim('hostile', 'nul-fp', '\x0000000000', wait => false);
-   outcome   
--------------
- in_progress
-(1 row)
-
 SELECT outcome FROM idempotency.idem_claim('hostile', 'nul-fp', '\x00000000');
- outcome  
-----------
- mismatch
-(1 row)
-
 SELECT idempotency.idem_inbox_receive('hostile', 'nul-payload', '\x00', true, NULL, '\x000000');
- idem_inbox_receive 
---------------------
- new
-(1 row)
 
 -- NaN and Infinity are not JSON ----------------------------------------------------------------
 SELECT try($$SELECT idempotency.idem_canonical_json('NaN')$$);
-                     try                      
-----------------------------------------------
- 22P02: NaN and Infinity are not JSON numbers
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_fingerprint('{"amount": NaN}')$$);
-                     try                      
-----------------------------------------------
- 22P02: NaN and Infinity are not JSON numbers
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_fingerprint('[Infinity]')$$);
-                     try                      
-----------------------------------------------
- 22P02: NaN and Infinity are not JSON numbers
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_fingerprint('[-Infinity]')$$);
-                     try                      
-----------------------------------------------
- 22P02: NaN and Infinity are not JSON numbers
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_fingerprint('NaN'::jsonb)$$);
-                    try                    
--------------------------------------------
- 22P02: invalid input syntax for type json
-(1 row)
-
 -- a float8 NaN turned into jsonb becomes a string, which is a correct JSON value
 SELECT idempotency.idem_canonical_json(to_jsonb('NaN'::float8));
- idem_canonical_json 
----------------------
- "NaN"
-(1 row)
-
 -- numbers beyond IEEE-754: 22003 unless exact_numbers
 SELECT try($$SELECT idempotency.idem_fingerprint('1e400')$$);
-                       try                       
--------------------------------------------------
- 22003: JSON number is out of range for RFC 8785
-(1 row)
-
 SELECT idempotency.idem_canonical_json('1e400', exact_numbers => true);
- idem_canonical_json 
----------------------
- 1e+400
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_canonical_json('1' || repeat('0', 100000))$$);
-                       try                       
--------------------------------------------------
- 22003: JSON number is out of range for RFC 8785
-(1 row)
 
 -- Absurd settings and arguments ----------------------------------------------------------------
--- out-of-range settings (22023, the setting unchanged): sql/settings.sql
+-- out-of-range settings (22023, the setting unchanged): test/regress/sql/settings.sql
 -- the largest settings work (68 years)
 SET idempotency.default_lease = 2147483647;
 SET idempotency.default_ttl = 2147483647;
 SELECT outcome, attempt FROM idempotency.idem_claim('hostile', 'max-settings');
- outcome | attempt 
----------+---------
- claimed |       1
-(1 row)
-
 RESET idempotency.default_lease;
 RESET idempotency.default_ttl;
 -- negative, zero, inverted and overflowing intervals: 22023 / 22008, nothing written
 SELECT try($$SELECT idempotency.idem_claim('hostile', 'neg', NULL, '-1 second')$$);
-              try              
--------------------------------
- 22023: lease must be positive
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_claim('hostile', 'neg', NULL, '0')$$);
-              try              
--------------------------------
- 22023: lease must be positive
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_claim('hostile', 'neg', NULL, NULL, '-1 day')$$);
-                      try                      
------------------------------------------------
- 22023: ttl must not be shorter than the lease
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_claim('hostile', 'neg', NULL, '1 month -40 days')$$);
-              try              
--------------------------------
- 22023: lease must be positive
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_claim('hostile', 'neg', NULL, '100 years')$$);
-                      try                      
------------------------------------------------
- 22023: ttl must not be shorter than the lease
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_claim('hostile', 'neg', NULL, NULL, '1000000 years')$$);
-             try              
-------------------------------
- 22008: interval out of range
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_claim('hostile', 'neg', NULL, '178000000 years', '178000000 years')$$);
-             try              
-------------------------------
- 22008: interval out of range
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_inbox_receive('hostile', 'neg', NULL, false, NULL, NULL, NULL, NULL, '-1 day')$$);
-             try             
------------------------------
- 22023: ttl must be positive
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_inbox_receive('hostile', 'neg', NULL, false, NULL, NULL, NULL, NULL, '1000000 years')$$);
-             try              
-------------------------------
- 22008: interval out of range
-(1 row)
-
 SELECT * FROM hostile_written;
- records | inbox 
----------+-------
-       4 |     2
-(1 row)
-
 -- a lease of 100 years with a TTL to match: claimed, and in_progress for a century
 SELECT outcome, attempt, lease_expires_at - now() > '36000 days' AS century
 FROM idempotency.idem_claim('hostile', 'century', NULL, '100 years', '100 years');
- outcome | attempt | century 
----------+---------+---------
- claimed |       1 | t
-(1 row)
-
 SELECT outcome FROM idempotency.idem_claim('hostile', 'century', NULL, wait => false);
-   outcome   
--------------
- in_progress
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_heartbeat('hostile', 'century', 1, '1000000 years')$$);
-             try              
-------------------------------
- 22008: interval out of range
-(1 row)
-
 SELECT idempotency.idem_heartbeat('hostile', 'century', 1, '100 years') - now() > '36000 days' AS heartbeat_century;
- heartbeat_century 
--------------------
- t
-(1 row)
-
 -- attempt numbers out of range
 SELECT try($$SELECT idempotency.idem_complete('hostile', 'century', -2147483648)$$);
-               try               
----------------------------------
- 22023: attempt must be positive
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_complete('hostile', 'century', 2147483647)$$);
-                       try                       
--------------------------------------------------
- IK002: attempt 2147483647 does not own this key
-(1 row)
-
 -- batch sizes
 SELECT try($$SELECT * FROM idempotency.idem_inbox_next('hostile', 0)$$);
-                      try                      
------------------------------------------------
- 22023: batch_size must be between 1 and 10000
-(1 row)
-
 SELECT try($$SELECT * FROM idempotency.idem_inbox_next('hostile', -1)$$);
-                      try                      
------------------------------------------------
- 22023: batch_size must be between 1 and 10000
-(1 row)
-
 SELECT try($$SELECT * FROM idempotency.idem_inbox_next('hostile', 2147483647)$$);
-                      try                      
------------------------------------------------
- 22023: batch_size must be between 1 and 10000
-(1 row)
-
 SELECT count(*) AS leased FROM idempotency.idem_inbox_next('hostile', 10000);
- leased 
---------
-      2
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_purge(batch_size => 0)$$);
-                try                 
-------------------------------------
- 22023: batch_size must be positive
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_purge(batch_size => -1)$$);
-                try                 
-------------------------------------
- 22023: batch_size must be positive
-(1 row)
 
 -- Cancellation of a long canonicalisation (statement_timeout): 57014, nothing written ----------
 -- (50 MB of numbers as text, 20 MB as jsonb: each call takes 5x to 12x the timeout; a 10 ms
@@ -489,58 +131,19 @@ CREATE TEMP TABLE hostile_big AS SELECT '[' || repeat('1234567.5,', 5242880) || 
 CREATE TEMP TABLE hostile_bigj AS SELECT ('[' || repeat('1234567.5,', 2097152) || '0]')::jsonb AS doc;
 SET statement_timeout = '20ms';
 SELECT try($$SELECT idempotency.idem_fingerprint(doc) FROM hostile_big$$);
-                         try                         
------------------------------------------------------
- 57014: canceling statement due to statement timeout
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_canonical_json(doc) FROM hostile_big$$);
-                         try                         
------------------------------------------------------
- 57014: canceling statement due to statement timeout
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_fingerprint(doc) FROM hostile_bigj$$);
-                         try                         
------------------------------------------------------
- 57014: canceling statement due to statement timeout
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_canonical_json(doc) FROM hostile_bigj$$);
-                         try                         
------------------------------------------------------
- 57014: canceling statement due to statement timeout
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_claim('hostile', 'cancelled', idempotency.idem_fingerprint(doc)) FROM hostile_big$$);
-                         try                         
------------------------------------------------------
- 57014: canceling statement due to statement timeout
-(1 row)
-
 RESET statement_timeout;
 SELECT count(*) AS cancelled_claims FROM idempotency.records WHERE key = 'cancelled';
- cancelled_claims 
-------------------
-                0
-(1 row)
-
 -- the backend is fine afterwards
 SELECT idempotency.idem_canonical_json('{"b": 1, "a": [true, null]}');
-   idem_canonical_json   
--------------------------
- {"a":[true,null],"b":1}
-(1 row)
 
 -- Invalid UTF-8 in the raw-text functions --------------------------------------------------------
 -- A UTF-8 database cannot hold invalid UTF-8 in text (the input functions refuse it), so it is
 -- tried in a SQL_ASCII database, whose text values are unchecked bytes.
 SELECT try($$SELECT convert_from('\x22ff22', 'UTF8')$$);
-                          try                           
---------------------------------------------------------
- 22021: invalid byte sequence for encoding "UTF8": 0xff
-(1 row)
-
 \c contrib_regression
 SET client_min_messages = warning;
 DROP DATABASE IF EXISTS idem_hostile_sql_ascii;
@@ -549,131 +152,31 @@ CREATE DATABASE idem_hostile_sql_ascii ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CT
 SET client_min_messages = warning;
 CREATE EXTENSION idempotency;
 \i test/regress/helpers.sql
--- The regress suites' error-catching helper; every sql/*.sql that needs it runs \i on this file.
--- try(sql, with_hint): runs sql and returns 'ok' or 'SQLSTATE: message', with the hint on a
--- line of its own when with_hint and the error has one. query_canceled (not part of OTHERS) is
--- caught too, for the statement_timeout cases.
-CREATE OR REPLACE FUNCTION try(sql text, with_hint boolean DEFAULT false) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-    hint text;
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN query_canceled OR OTHERS THEN
-    GET STACKED DIAGNOSTICS hint = PG_EXCEPTION_HINT;
-    RETURN SQLSTATE || ': ' || SQLERRM ||
-           CASE WHEN with_hint AND hint <> '' THEN E'\nHINT: ' || hint ELSE '' END;
-END $$;
 SELECT try($$SELECT idempotency.idem_canonical_json(E'"\xff"')$$);
-                try                
------------------------------------
- 22021: invalid UTF-8 in JSON text
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_fingerprint(E'{"a": "\xc3\x28"}')$$);
-                try                
------------------------------------
- 22021: invalid UTF-8 in JSON text
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_fingerprint(E'{"\xed\xa0\x80": 1}')$$);
-                try                
------------------------------------
- 22021: invalid UTF-8 in JSON text
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_canonical_json(E'"\xf4\x90\x80\x80"')$$);
-                try                
------------------------------------
- 22021: invalid UTF-8 in JSON text
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_canonical_json(E'"\xc0\xaf"')$$);
-                try                
------------------------------------
- 22021: invalid UTF-8 in JSON text
-(1 row)
-
 -- outside strings too, and before anything else wrong with the text: 22021 (docs/fingerprints.md)
 SELECT try($$SELECT idempotency.idem_fingerprint(E'\xff')$$);
-                try                
------------------------------------
- 22021: invalid UTF-8 in JSON text
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_fingerprint(E'{"a": 1}\xe2\x82')$$);
-                try                
------------------------------------
- 22021: invalid UTF-8 in JSON text
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_canonical_json(E'[1,]\xc0\xaf')$$);
-                try                
------------------------------------
- 22021: invalid UTF-8 in JSON text
-(1 row)
-
 SELECT try($$SELECT idempotency.idem_fingerprint(E'[\xed\xa0\x80]', exclude => '{zz}')$$);
-                try                
------------------------------------
- 22021: invalid UTF-8 in JSON text
-(1 row)
-
 -- jsonb keeps a SQL_ASCII database's bytes unchecked: the writer checks its strings
 SELECT try($$SELECT idempotency.idem_fingerprint(E'{"a": "\xff"}'::jsonb)$$);
-                try                
------------------------------------
- 22021: invalid UTF-8 in JSON text
-(1 row)
-
 SELECT idempotency.idem_canonical_json(E'"\xc3\xa9"') = E'"\xc3\xa9"' AS valid_utf8_kept;
- valid_utf8_kept 
------------------
- t
-(1 row)
-
 -- keys are bytes: an invalid UTF-8 key is stored and found byte for byte
 SELECT outcome FROM idempotency.idem_claim('hostile', E'k\xff');
- outcome 
----------
- claimed
-(1 row)
-
 SELECT outcome FROM idempotency.idem_claim('hostile', E'k\xff', wait => false);
-   outcome   
--------------
- in_progress
-(1 row)
-
 SELECT count(*) FROM idempotency.idem_lookup('hostile', E'k\xfe');
- count 
--------
-     0
-(1 row)
-
 \c contrib_regression
 SET client_min_messages = warning;
 DROP DATABASE idem_hostile_sql_ascii;
+
 -- Summary: everything the suite wrote, and nothing else ------------------------------------------
 SELECT scope, key, status, attempt FROM idempotency.records WHERE scope LIKE 'hostile%' ORDER BY key;
-  scope  |     key      |   status   | attempt 
----------+--------------+------------+---------
- hostile | big-response | completed  |       1
- hostile | century      | processing |       1
- hostile | deep         | completed  |       1
- hostile | max-settings | processing |       1
- hostile | nul-fp       | processing |       1
-(5 rows)
-
 SELECT consumer, event_id, status, length(payload) AS payload_length FROM idempotency.inbox
 WHERE consumer LIKE 'hostile%' ORDER BY event_id;
- consumer |  event_id   |   status   | payload_length 
-----------+-------------+------------+----------------
- hostile  | big-event   | processing |       10485760
- hostile  | nul-payload | processing |              3
-(2 rows)
-
 DELETE FROM idempotency.records WHERE scope LIKE 'hostile%';
 DELETE FROM idempotency.inbox WHERE consumer LIKE 'hostile%';
 DROP VIEW hostile_written;

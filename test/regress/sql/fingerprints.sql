@@ -1,5 +1,5 @@
 -- idem_canonical_json, idem_fingerprint: exact outputs, the RFC 8785 vectors through jsonb and
--- text, errors. (idem_uuid_v7, idem_hmac_sha256, idem_secure_equal: sql/utilities.sql.)
+-- text, errors. (idem_uuid_v7, idem_hmac_sha256, idem_secure_equal: test/regress/sql/utilities.sql.)
 \pset null '<NULL>'
 SET client_min_messages = warning;
 

@@ -5,39 +5,21 @@
 -- idempotency.idem_counters() it moves. Each such call runs in a subtransaction that is rolled back, so every
 -- call sees the state as built; the counters count it all the same (they count calls).
 -- The nopreload stage (test/stages/nopreload.sh) runs this file on a cluster without
--- shared_preload_libraries against expected/lifecycle_states_nopreload.out: the same answers,
+-- shared_preload_libraries against test/regress/expected/lifecycle_states_nopreload.out: the same answers,
 -- with the counters off (NULL, not zero).
 \pset null '<NULL>'
 SET client_min_messages = warning;
--- a requeued inbox event is due at once (the retry backoff is sql/inbox.sql's)
+-- a requeued inbox event is due at once (the retry backoff is test/regress/sql/inbox.sql's)
 SET idempotency.retry_backoff_base = 0;
+
 \i test/regress/helpers.sql
--- The regress suites' error-catching helper; every sql/*.sql that needs it runs \i on this file.
--- try(sql, with_hint): runs sql and returns 'ok' or 'SQLSTATE: message', with the hint on a
--- line of its own when with_hint and the error has one. query_canceled (not part of OTHERS) is
--- caught too, for the statement_timeout cases.
-CREATE OR REPLACE FUNCTION try(sql text, with_hint boolean DEFAULT false) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-    hint text;
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN query_canceled OR OTHERS THEN
-    GET STACKED DIAGNOSTICS hint = PG_EXCEPTION_HINT;
-    RETURN SQLSTATE || ': ' || SQLERRM ||
-           CASE WHEN with_hint AND hint <> '' THEN E'\nHINT: ' || hint ELSE '' END;
-END $$;
+
 -- preloaded or not: the counters are on exactly when the library is preloaded; idempotency.idem_counters()
 -- has its fifteen rows either way, with NULL values when off
 SELECT current_setting('shared_preload_libraries') ~ '\midempotency\M' AS preloaded,
        idempotency.idem_counters_enabled() AS counters_on, count(*) AS counters, count(value) AS values,
        count(stats_reset) AS stats_reset
 FROM idempotency.idem_counters();
- preloaded | counters_on | counters | values | stats_reset 
------------+-------------+----------+--------+-------------
- t         | t           |       15 |     15 |          15
-(1 row)
 
 -- ls_probe(steps): runs the statements of steps in order (each answers one text) inside a
 -- subtransaction that is rolled back at the end. answer: what each said (its text, 'none' for
@@ -73,6 +55,7 @@ BEGIN
         FROM idempotency.idem_counters() WITH ORDINALITY AS c(counter, value, stats_reset, n);
     END IF;
 END $$;
+
 -- ls_purged(include_stuck): the scopes (records) and consumers (inbox) of this file whose rows
 -- idem_purge would delete; the purge is rolled back.
 CREATE FUNCTION ls_purged(include_stuck boolean) RETURNS text[]
@@ -96,11 +79,12 @@ BEGIN
     END;
     RETURN gone;
 END $$;
+
 -- Idempotency-Key records ------------------------------------------------------------------------
 -- One record per state and TTL, in scope ls/<state>/<ttl>, key k, fingerprint \x01; built with
 -- the public functions: TTL 1 hour (inside) or 1 ms and a sleep (past), lease 1 hour (live) or
 -- 1 ms (ended). A live lease past the TTL cannot be reached through the functions (they keep
--- expires_at >= lease_expires_at): that one row is written by hand, as sql/lifecycle.sql does.
+-- expires_at >= lease_expires_at): that one row is written by hand, as test/regress/sql/lifecycle.sql does.
 CREATE FUNCTION ls_make_record(st text, ttl text) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -139,6 +123,7 @@ BEGIN
     END CASE;
     RETURN format('idempotency.idem_claim(lease %s, ttl %s), %s', lease, keep, done);
 END $$;
+
 -- What the docs say of each record state: the idem_stats columns (oldest: the
 -- oldest_processing_age, 'its age' = statement_timestamp() - created_at), idempotency.idem_stuck() lists it,
 -- idem_lookup's status, idem_purge deletes it (without / with include_stuck).
@@ -157,6 +142,7 @@ INSERT INTO ls_rec_want VALUES
     ( 8, 'failed-retryable', 'past',   0, 0, 0, 0, 1, 'NULL',    false, 'none',       true,  true),
     ( 9, 'failed-terminal',  'inside', 0, 0, 0, 1, 0, 'NULL',    false, 'failed',     false, false),
     (10, 'failed-terminal',  'past',   0, 0, 0, 0, 1, 'NULL',    false, 'none',       true,  true);
+
 -- The calls a client makes next, and what each answers and counts (ttl '*': inside and past).
 -- claim: idem_claim with the same fingerprint; claim other: another fingerprint; complete,
 -- heartbeat: by attempt 1, the first owner; late complete: a claim, then attempt 1 completes.
@@ -202,6 +188,7 @@ FROM unnest(ARRAY['completed', 'failed-retryable', 'failed-terminal']) st,
      (VALUES ('claim', 'claimed 2', 'claimed+1'),
              ('claim other', 'claimed 2', 'claimed+1'),
              ('late complete', 'claimed 2; IK002', 'claimed+1 refused_fenced+1')) c(call, answer, counted);
+
 -- Inbox entries ----------------------------------------------------------------------------------
 -- One entry per state and TTL, consumer ls-<state>-<ttl>, event e, payload hash \x01; all through
 -- the public functions (an inbox lease and the TTL are independent, so every pair is reachable).
@@ -210,18 +197,7 @@ FROM unnest(ARRAY['completed', 'failed-retryable', 'failed-terminal']) st,
 SELECT idempotency.idem_inbox_receive('ls-stale-' || ttl, 'e', '\x01', entity_key => 'order-1', entity_seq => 1,
                           ttl => '1 millisecond') AS first_of_stale
 FROM unnest(ARRAY['inside', 'past']) ttl;
- first_of_stale 
-----------------
- new
- new
-(2 rows)
-
 SELECT pg_sleep(0.02);
- pg_sleep 
-----------
- 
-(1 row)
-
 CREATE FUNCTION ls_make_entry(st text, ttl text) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -253,6 +229,7 @@ BEGIN
     END CASE;
     RETURN format('ttl %s: %s', keep, array_to_string(calls, ', '));
 END $$;
+
 -- What the docs say of each inbox state: the idem_inbox_stats columns (oldest: the
 -- oldest_pending_age, 'its age' = statement_timestamp() - received_at), what idem_inbox_next
 -- hands out, idem_purge deletes it.
@@ -275,6 +252,7 @@ INSERT INTO ls_inbox_want VALUES
     (12, 'failed',      'past',   0, 0, 0, 0, 0, 0, 1, 'NULL',    'none',        true),
     (13, 'stale',       'inside', 1, 0, 0, 0, 0, 1, 0, 'NULL',    'none',        false),
     (14, 'stale',       'past',   0, 0, 0, 0, 0, 0, 1, 'NULL',    'none',        true);
+
 -- receive: the same delivery again; receive other: another payload hash; done: by attempt 1.
 -- Only a duplicate is counted (inbox_duplicate): an inbox mismatch is not idem_claim's mismatch,
 -- and the inbox refusals (IK002, IK003) are not refused_fenced / refused_finished.
@@ -304,46 +282,11 @@ SELECT st, '*', 'done', a, 'none'
 FROM (VALUES ('received', 'IK002'), ('requeued', 'IK002'), ('processing', 'done'),
              ('lease-ended', 'done'), ('done', 'IK003'), ('failed', 'IK003'),
              ('stale', 'IK003')) s(st, a);
+
 -- Build every state, then let the 1 ms TTLs and leases run out --------------------------------
 SELECT n, state, ttl, ls_make_record(state, ttl) AS made_by FROM ls_rec_want ORDER BY n;
- n  |      state       |  ttl   |                                           made_by                                           
-----+------------------+--------+---------------------------------------------------------------------------------------------
-  1 | processing       | inside | idempotency.idem_claim(lease 1 hour, ttl 1 hour)
-  2 | processing       | past   | idempotency.idem_claim(lease 1 hour, ttl 1 hour), then expires_at = created_at by hand
-  3 | stuck            | inside | idempotency.idem_claim(lease 1 ms, ttl 1 hour), the lease runs out
-  4 | stuck            | past   | idempotency.idem_claim(lease 1 ms, ttl 1 ms), the lease runs out
-  5 | completed        | inside | idempotency.idem_claim(lease 1 hour, ttl 1 hour), idem_complete
-  6 | completed        | past   | idempotency.idem_claim(lease 1 ms, ttl 1 ms), idem_complete
-  7 | failed-retryable | inside | idempotency.idem_claim(lease 1 hour, ttl 1 hour), idempotency.idem_fail(retryable => true)
-  8 | failed-retryable | past   | idempotency.idem_claim(lease 1 ms, ttl 1 ms), idempotency.idem_fail(retryable => true)
-  9 | failed-terminal  | inside | idempotency.idem_claim(lease 1 hour, ttl 1 hour), idempotency.idem_fail(retryable => false)
- 10 | failed-terminal  | past   | idempotency.idem_claim(lease 1 ms, ttl 1 ms), idempotency.idem_fail(retryable => false)
-(10 rows)
-
 SELECT n, state, ttl, ls_make_entry(state, ttl) AS made_by FROM ls_inbox_want ORDER BY n;
- n  |    state    |  ttl   |                        made_by                        
-----+-------------+--------+-------------------------------------------------------
-  1 | received    | inside | ttl 1 hour: receive queued new
-  2 | received    | past   | ttl 1 ms: receive queued new
-  3 | requeued    | inside | ttl 1 hour: receive queued new, next 1, fail received
-  4 | requeued    | past   | ttl 1 ms: receive queued new, next 1, fail received
-  5 | processing  | inside | ttl 1 hour: receive queued new, next 1
-  6 | processing  | past   | ttl 1 ms: receive queued new, next 1
-  7 | lease-ended | inside | ttl 1 hour: receive queued new, next lease 1 ms 1
-  8 | lease-ended | past   | ttl 1 ms: receive queued new, next lease 1 ms 1
-  9 | done        | inside | ttl 1 hour: receive new
- 10 | done        | past   | ttl 1 ms: receive new
- 11 | failed      | inside | ttl 1 hour: receive queued new, next 1, fail failed
- 12 | failed      | past   | ttl 1 ms: receive queued new, next 1, fail failed
- 13 | stale       | inside | ttl 1 hour: receive again stale
- 14 | stale       | past   | ttl 1 ms: receive again stale
-(14 rows)
-
 SELECT pg_sleep(0.05);
- pg_sleep 
-----------
- 
-(1 row)
 
 -- the rows as built: status, attempt, lease and TTL are what each state's name says
 SELECT w.n, w.state, w.ttl, r.status, r.retryable, r.attempt,
@@ -352,43 +295,12 @@ SELECT w.n, w.state, w.ttl, r.status, r.retryable, r.attempt,
        CASE WHEN r.expires_at > now() THEN 'inside' ELSE 'past' END AS as_built
 FROM ls_rec_want w JOIN idempotency.records r ON r.scope = 'ls/' || w.state || '/' || w.ttl
 ORDER BY w.n;
- n  |      state       |  ttl   |   status   | retryable | attempt | lease | as_built 
-----+------------------+--------+------------+-----------+---------+-------+----------
-  1 | processing       | inside | processing | f         |       1 | live  | inside
-  2 | processing       | past   | processing | f         |       1 | live  | past
-  3 | stuck            | inside | processing | f         |       1 | ended | inside
-  4 | stuck            | past   | processing | f         |       1 | ended | past
-  5 | completed        | inside | completed  | f         |       1 | none  | inside
-  6 | completed        | past   | completed  | f         |       1 | none  | past
-  7 | failed-retryable | inside | failed     | t         |       1 | none  | inside
-  8 | failed-retryable | past   | failed     | t         |       1 | none  | past
-  9 | failed-terminal  | inside | failed     | f         |       1 | none  | inside
- 10 | failed-terminal  | past   | failed     | f         |       1 | none  | past
-(10 rows)
-
 SELECT w.n, w.state, w.ttl, i.status, i.attempt,
        CASE WHEN i.lease_expires_at IS NULL THEN 'none'
             WHEN i.lease_expires_at > now() THEN 'live' ELSE 'ended' END AS lease,
        CASE WHEN i.expires_at > now() THEN 'inside' ELSE 'past' END AS as_built
 FROM ls_inbox_want w JOIN idempotency.inbox i ON i.consumer = 'ls-' || w.state || '-' || w.ttl
 ORDER BY w.n;
- n  |    state    |  ttl   |   status   | attempt | lease | as_built 
-----+-------------+--------+------------+---------+-------+----------
-  1 | received    | inside | received   |       0 | none  | inside
-  2 | received    | past   | received   |       0 | none  | past
-  3 | requeued    | inside | received   |       1 | none  | inside
-  4 | requeued    | past   | received   |       1 | none  | past
-  5 | processing  | inside | processing |       1 | live  | inside
-  6 | processing  | past   | processing |       1 | live  | past
-  7 | lease-ended | inside | processing |       1 | ended | inside
-  8 | lease-ended | past   | processing |       1 | ended | past
-  9 | done        | inside | done       |       1 | none  | inside
- 10 | done        | past   | done       |       1 | none  | past
- 11 | failed      | inside | failed     |       1 | none  | inside
- 12 | failed      | past   | failed     |       1 | none  | past
- 13 | stale       | inside | stale      |       1 | none  | inside
- 14 | stale       | past   | stale      |       1 | none  | past
-(14 rows)
 
 -- idem_stats per record state, with idempotency.idem_stuck(), idem_lookup and the purge, against the docs
 CREATE TEMP TABLE ls_rec_got AS
@@ -406,19 +318,6 @@ JOIN idempotency.idem_stats s ON s.scope = 'ls/' || w.state || '/' || w.ttl
 JOIN idempotency.records r ON r.scope = s.scope, purged p;
 SELECT g.*, ROW(g.*) IS NOT DISTINCT FROM ROW(w.*) AS as_documented
 FROM ls_rec_got g JOIN ls_rec_want w USING (n) ORDER BY n;
- n  |      state       |  ttl   | processing | stuck | completed | failed | expired | oldest  | idem_stuck |   lookup   | purge | purge_stuck | as_documented 
-----+------------------+--------+------------+-------+-----------+--------+---------+---------+------------+------------+-------+-------------+---------------
-  1 | processing       | inside |          1 |     0 |         0 |      0 |       0 | its age | f          | processing | f     | f           | t
-  2 | processing       | past   |          1 |     0 |         0 |      0 |       0 | its age | f          | processing | f     | f           | t
-  3 | stuck            | inside |          1 |     1 |         0 |      0 |       0 | its age | t          | processing | f     | f           | t
-  4 | stuck            | past   |          1 |     1 |         0 |      0 |       0 | its age | t          | processing | f     | t           | t
-  5 | completed        | inside |          0 |     0 |         1 |      0 |       0 | NULL    | f          | completed  | f     | f           | t
-  6 | completed        | past   |          0 |     0 |         0 |      0 |       1 | NULL    | f          | none       | t     | t           | t
-  7 | failed-retryable | inside |          0 |     0 |         0 |      1 |       0 | NULL    | f          | failed     | f     | f           | t
-  8 | failed-retryable | past   |          0 |     0 |         0 |      0 |       1 | NULL    | f          | none       | t     | t           | t
-  9 | failed-terminal  | inside |          0 |     0 |         0 |      1 |       0 | NULL    | f          | failed     | f     | f           | t
- 10 | failed-terminal  | past   |          0 |     0 |         0 |      0 |       1 | NULL    | f          | none       | t     | t           | t
-(10 rows)
 
 -- idem_inbox_stats per inbox state, with idem_inbox_next and the purge, against the docs
 CREATE TEMP TABLE ls_inbox_got AS
@@ -436,23 +335,6 @@ JOIN idempotency.idem_inbox_stats s ON s.consumer = 'ls-' || w.state || '-' || w
 JOIN idempotency.inbox i ON i.consumer = s.consumer, purged p;
 SELECT g.*, ROW(g.*) IS NOT DISTINCT FROM ROW(w.*) AS as_documented
 FROM ls_inbox_got g JOIN ls_inbox_want w USING (n) ORDER BY n;
- n  |    state    |  ttl   | received | pending | processing | processed | failed | stale | expired | oldest  |    next     | purge | as_documented 
-----+-------------+--------+----------+---------+------------+-----------+--------+-------+---------+---------+-------------+-------+---------------
-  1 | received    | inside |        1 |       1 |          0 |         0 |      0 |     0 |       0 | its age | e attempt 1 | f     | t
-  2 | received    | past   |        1 |       1 |          0 |         0 |      0 |     0 |       0 | its age | e attempt 1 | f     | t
-  3 | requeued    | inside |        1 |       1 |          0 |         0 |      0 |     0 |       0 | its age | e attempt 2 | f     | t
-  4 | requeued    | past   |        1 |       1 |          0 |         0 |      0 |     0 |       0 | its age | e attempt 2 | f     | t
-  5 | processing  | inside |        1 |       1 |          1 |         0 |      0 |     0 |       0 | its age | none        | f     | t
-  6 | processing  | past   |        1 |       1 |          1 |         0 |      0 |     0 |       0 | its age | none        | f     | t
-  7 | lease-ended | inside |        1 |       1 |          1 |         0 |      0 |     0 |       0 | its age | e attempt 2 | f     | t
-  8 | lease-ended | past   |        1 |       1 |          1 |         0 |      0 |     0 |       0 | its age | e attempt 2 | f     | t
-  9 | done        | inside |        1 |       0 |          0 |         1 |      0 |     0 |       0 | NULL    | none        | f     | t
- 10 | done        | past   |        0 |       0 |          0 |         0 |      0 |     0 |       1 | NULL    | none        | t     | t
- 11 | failed      | inside |        1 |       0 |          0 |         0 |      1 |     0 |       0 | NULL    | none        | f     | t
- 12 | failed      | past   |        0 |       0 |          0 |         0 |      0 |     0 |       1 | NULL    | none        | t     | t
- 13 | stale       | inside |        1 |       0 |          0 |         0 |      0 |     1 |       0 | NULL    | none        | f     | t
- 14 | stale       | past   |        0 |       0 |          0 |         0 |      0 |     0 |       1 | NULL    | none        | t     | t
-(14 rows)
 
 -- the calls a client makes next: answers and counters, against the docs
 CREATE TEMP TABLE ls_calls_got AS
@@ -474,109 +356,10 @@ SELECT g.kind, g.state, g.ttl, g.call, g.answer, g.counted,
         WHERE w.kind = g.kind AND w.state = g.state AND w.ttl IN (g.ttl, '*') AND w.call = g.call
           AND w.answer = g.answer AND w.counted IS NOT DISTINCT FROM g.counted) = 1 AS as_documented
 FROM ls_calls_got g ORDER BY g.kind DESC, g.n, g.call_n;
-  kind  |      state       |  ttl   |     call      |       answer        |            counted            | as_documented 
---------+------------------+--------+---------------+---------------------+-------------------------------+---------------
- record | processing       | inside | claim         | in_progress 1       | in_progress+1                 | t
- record | processing       | inside | claim other   | mismatch            | mismatch+1                    | t
- record | processing       | inside | complete      | true                | none                          | t
- record | processing       | inside | heartbeat     | extended            | none                          | t
- record | processing       | inside | late complete | in_progress 1; true | in_progress+1                 | t
- record | processing       | past   | claim         | in_progress 1       | in_progress+1                 | t
- record | processing       | past   | claim other   | mismatch            | mismatch+1                    | t
- record | processing       | past   | complete      | true                | none                          | t
- record | processing       | past   | heartbeat     | extended            | none                          | t
- record | processing       | past   | late complete | in_progress 1; true | in_progress+1                 | t
- record | stuck            | inside | claim         | reclaimed 2         | reclaimed+1                   | t
- record | stuck            | inside | claim other   | mismatch            | mismatch+1                    | t
- record | stuck            | inside | complete      | true                | none                          | t
- record | stuck            | inside | heartbeat     | extended            | none                          | t
- record | stuck            | inside | late complete | reclaimed 2; IK002  | reclaimed+1 refused_fenced+1  | t
- record | stuck            | past   | claim         | reclaimed 2         | reclaimed+1                   | t
- record | stuck            | past   | claim other   | mismatch            | mismatch+1                    | t
- record | stuck            | past   | complete      | true                | none                          | t
- record | stuck            | past   | heartbeat     | extended            | none                          | t
- record | stuck            | past   | late complete | reclaimed 2; IK002  | reclaimed+1 refused_fenced+1  | t
- record | completed        | inside | claim         | replayed 1          | replayed+1                    | t
- record | completed        | inside | claim other   | mismatch            | mismatch+1                    | t
- record | completed        | inside | complete      | IK003               | refused_finished+1            | t
- record | completed        | inside | heartbeat     | IK003               | refused_finished+1            | t
- record | completed        | inside | late complete | replayed 1; IK003   | replayed+1 refused_finished+1 | t
- record | completed        | past   | claim         | claimed 2           | claimed+1                     | t
- record | completed        | past   | claim other   | claimed 2           | claimed+1                     | t
- record | completed        | past   | complete      | IK003               | refused_finished+1            | t
- record | completed        | past   | heartbeat     | IK003               | refused_finished+1            | t
- record | completed        | past   | late complete | claimed 2; IK002    | claimed+1 refused_fenced+1    | t
- record | failed-retryable | inside | claim         | claimed 2           | claimed+1                     | t
- record | failed-retryable | inside | claim other   | mismatch            | mismatch+1                    | t
- record | failed-retryable | inside | complete      | IK003               | refused_finished+1            | t
- record | failed-retryable | inside | heartbeat     | IK003               | refused_finished+1            | t
- record | failed-retryable | inside | late complete | claimed 2; IK002    | claimed+1 refused_fenced+1    | t
- record | failed-retryable | past   | claim         | claimed 2           | claimed+1                     | t
- record | failed-retryable | past   | claim other   | claimed 2           | claimed+1                     | t
- record | failed-retryable | past   | complete      | IK003               | refused_finished+1            | t
- record | failed-retryable | past   | heartbeat     | IK003               | refused_finished+1            | t
- record | failed-retryable | past   | late complete | claimed 2; IK002    | claimed+1 refused_fenced+1    | t
- record | failed-terminal  | inside | claim         | replayed 1          | replayed+1                    | t
- record | failed-terminal  | inside | claim other   | mismatch            | mismatch+1                    | t
- record | failed-terminal  | inside | complete      | IK003               | refused_finished+1            | t
- record | failed-terminal  | inside | heartbeat     | IK003               | refused_finished+1            | t
- record | failed-terminal  | inside | late complete | replayed 1; IK003   | replayed+1 refused_finished+1 | t
- record | failed-terminal  | past   | claim         | claimed 2           | claimed+1                     | t
- record | failed-terminal  | past   | claim other   | claimed 2           | claimed+1                     | t
- record | failed-terminal  | past   | complete      | IK003               | refused_finished+1            | t
- record | failed-terminal  | past   | heartbeat     | IK003               | refused_finished+1            | t
- record | failed-terminal  | past   | late complete | claimed 2; IK002    | claimed+1 refused_fenced+1    | t
- inbox  | received         | inside | receive       | duplicate           | inbox_duplicate+1             | t
- inbox  | received         | inside | receive other | mismatch            | none                          | t
- inbox  | received         | inside | done          | IK002               | none                          | t
- inbox  | received         | past   | receive       | duplicate           | inbox_duplicate+1             | t
- inbox  | received         | past   | receive other | mismatch            | none                          | t
- inbox  | received         | past   | done          | IK002               | none                          | t
- inbox  | requeued         | inside | receive       | duplicate           | inbox_duplicate+1             | t
- inbox  | requeued         | inside | receive other | mismatch            | none                          | t
- inbox  | requeued         | inside | done          | IK002               | none                          | t
- inbox  | requeued         | past   | receive       | duplicate           | inbox_duplicate+1             | t
- inbox  | requeued         | past   | receive other | mismatch            | none                          | t
- inbox  | requeued         | past   | done          | IK002               | none                          | t
- inbox  | processing       | inside | receive       | duplicate           | inbox_duplicate+1             | t
- inbox  | processing       | inside | receive other | mismatch            | none                          | t
- inbox  | processing       | inside | done          | done                | none                          | t
- inbox  | processing       | past   | receive       | duplicate           | inbox_duplicate+1             | t
- inbox  | processing       | past   | receive other | mismatch            | none                          | t
- inbox  | processing       | past   | done          | done                | none                          | t
- inbox  | lease-ended      | inside | receive       | duplicate           | inbox_duplicate+1             | t
- inbox  | lease-ended      | inside | receive other | mismatch            | none                          | t
- inbox  | lease-ended      | inside | done          | done                | none                          | t
- inbox  | lease-ended      | past   | receive       | duplicate           | inbox_duplicate+1             | t
- inbox  | lease-ended      | past   | receive other | mismatch            | none                          | t
- inbox  | lease-ended      | past   | done          | done                | none                          | t
- inbox  | done             | inside | receive       | duplicate           | inbox_duplicate+1             | t
- inbox  | done             | inside | receive other | mismatch            | none                          | t
- inbox  | done             | inside | done          | IK003               | none                          | t
- inbox  | done             | past   | receive       | new                 | none                          | t
- inbox  | done             | past   | receive other | new                 | none                          | t
- inbox  | done             | past   | done          | IK003               | none                          | t
- inbox  | failed           | inside | receive       | duplicate           | inbox_duplicate+1             | t
- inbox  | failed           | inside | receive other | mismatch            | none                          | t
- inbox  | failed           | inside | done          | IK003               | none                          | t
- inbox  | failed           | past   | receive       | new                 | none                          | t
- inbox  | failed           | past   | receive other | new                 | none                          | t
- inbox  | failed           | past   | done          | IK003               | none                          | t
- inbox  | stale            | inside | receive       | duplicate           | inbox_duplicate+1             | t
- inbox  | stale            | inside | receive other | mismatch            | none                          | t
- inbox  | stale            | inside | done          | IK003               | none                          | t
- inbox  | stale            | past   | receive       | new                 | none                          | t
- inbox  | stale            | past   | receive other | new                 | none                          | t
- inbox  | stale            | past   | done          | IK003               | none                          | t
-(92 rows)
-
 -- every documented call was made (no want row left without its call)
 SELECT w.kind, w.state, w.ttl, w.call FROM ls_calls_want w
 WHERE NOT EXISTS (SELECT FROM ls_calls_got g WHERE g.kind = w.kind AND g.state = w.state
                   AND w.ttl IN (g.ttl, '*') AND g.call = w.call);
- kind | state | ttl | call 
-------+-------+-----+------
-(0 rows)
 
 -- What must agree whatever the docs say ----------------------------------------------------------
 -- records: each is counted in exactly one of processing, completed, failed, expired; stuck is
@@ -604,32 +387,12 @@ SELECT 'inbox: processing = leased', count(*) FILTER (WHERE (g.processing = 1) <
 FROM ls_inbox_got g JOIN idempotency.inbox i ON i.consumer = 'ls-' || g.state || '-' || g.ttl
 UNION ALL
 SELECT 'inbox: expired = purged', count(*) FILTER (WHERE (expired = 1) <> purge) FROM ls_inbox_got;
-                          rule                          | disagreements 
---------------------------------------------------------+---------------
- records: one column each                               |             0
- records: stuck = idempotency.idem_stuck()              |             0
- records: expired = purged                              |             0
- inbox: received = pending + processed + failed + stale |             0
- inbox: received or expired                             |             0
- inbox: pending = next leases it or leased live         |             0
- inbox: processing = leased                             |             0
- inbox: expired = purged                                |             0
-(8 rows)
 
 -- nothing changed: every call above was rolled back
 SELECT count(*) AS records, count(*) FILTER (WHERE attempt = 1) AS attempt_1
 FROM idempotency.records WHERE scope LIKE 'ls/%';
- records | attempt_1 
----------+-----------
-      10 |        10
-(1 row)
-
 SELECT count(*) AS entries, count(*) FILTER (WHERE attempt <= 1) AS attempt_0_or_1
 FROM idempotency.inbox WHERE consumer LIKE 'ls-%';
- entries | attempt_0_or_1 
----------+----------------
-      14 |             14
-(1 row)
 
 DELETE FROM idempotency.records WHERE scope LIKE 'ls/%';
 DELETE FROM idempotency.inbox WHERE consumer LIKE 'ls-%';

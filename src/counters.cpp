@@ -1,7 +1,7 @@
 // Cumulative counters in shared memory and their SQL functions: idem_counters(),
 // idem_counters_enabled(), idem_stats_reset().
 #include "pg_cpp.hpp"
-#include "operations.hpp"
+#include "counters.hpp"
 
 extern "C" {
 #include "funcapi.h"
