@@ -167,7 +167,7 @@ run_client() { # name ; one libpqxx program of the fault suite, --ci
 # kill_test and crash_test by default: under ASan they take 3.5, over 6 and ~2 minutes (the CI
 # budget), crash_test's orphan check counts on a restart finishing within its timing, and what
 # they drive at the server is in the races, isolation, faults_test and recovery_test runs as well
-# (all of them run on the ordinary server in the client stage).
+# (all of them run on the ordinary server in the programs stage).
 CLIENTS=${IDEM_CASSERT_CLIENTS:-faults_test recovery_test outbox_fault_test}
 client_names() {
     local n

@@ -14,7 +14,7 @@
 #                                            package in clients/); ROUTE: direct | pgbouncer
 #   test/stages/examples.sh clients:pgbouncer  build/concurrency_test and build/faults_test
 #                                            through PgBouncer
-# SERVICE ROUTE: test/examples/http_test.py drives the service over HTTP through the fault proxy,
+# SERVICE ROUTE: test/http/http_test.py drives the service over HTTP through the fault proxy,
 # the service connecting to the cluster directly or through a throwaway PgBouncer in transaction
 # pooling mode (test/pgbouncer), which must then have carried its transactions. A service whose
 # files do not exist is a failure. Needs the libpq environment of a running cluster
@@ -101,7 +101,7 @@ if [ "$ROUTE" = pgbouncer ]; then
     bouncer_start
     args+=(--db-port "$IDEM_BOUNCER_PORT")
 fi
-"$PY" test/examples/http_test.py "${args[@]}" -- "${service[@]}"
+"$PY" test/http/http_test.py "${args[@]}" -- "${service[@]}"
 rc=$?
 if [ "$ROUTE" = pgbouncer ]; then
     # The service's transactions went through PgBouncer (SHOW STATS: total_xact_count).

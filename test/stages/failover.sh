@@ -8,7 +8,7 @@
 # and failovers under load. Two clusters of its own (the shared test cluster is not touched):
 # node0 and node1 on ports IDEM_FAILOVER_PORT and the next (default IDEM_PGPORT + 5, + 6), in
 # /tmp/idem-failover-PORT, initdb --data-checksums (pg_rewind), the extension preloaded as
-# test/pgcluster does. The load is build/failover_test (test/client/failover_test.cpp): claims
+# test/pgcluster does. The load is build/failover_test (test/programs/failover_test.cpp): claims
 # in both modes with their effect, replays, idem_fail, the inbox inline and queued, webhooks,
 # the outbox with a relay, purge; it records what the server acknowledged. Proves:
 #  a. after a load, the standby (once it has replayed the primary's current LSN) holds the same

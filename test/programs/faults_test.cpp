@@ -1,5 +1,5 @@
 // Scenario 2 of the fault suite (the incident): clients talk to the server through a
-// fault-injecting TCP proxy on loopback (test/client/proxy.hpp) that adds latency and cuts 50%
+// fault-injecting TCP proxy on loopback (test/programs/proxy.hpp) that adds latency and cuts 50%
 // of the connections, some of them after the server committed but before its reply reached the
 // client. Several clients send each key at once, each on a new connection per request, and retry
 // with the same key until answered. Every key must end with exactly one charge, and every client

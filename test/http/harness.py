@@ -1,4 +1,4 @@
-# What test/examples/http_test.py drives the example services with (Python standard library):
+# What test/http/http_test.py drives the example services with (Python standard library):
 # the service and fault-proxy processes, one HTTP request on a fresh connection, a request
 # retried until a complete answer arrives, the Standard Webhooks signature, the result table.
 import base64

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-#: stage  client
-#: about  the libpqxx programs of test/client and the README demos against the cluster
+#: stage  programs
+#: about  the libpqxx programs of test/programs and the README demos against the cluster
 #: needs  server programs
 #: runs   host chroot
 #: order  180
 #: parts  yes
-# test/stages/client.sh --parts   the programs of the build (IDEM_BUILD), one per line: the ones
+# test/stages/programs.sh --parts   the programs of the build (IDEM_BUILD), one per line: the ones
 #                                 that leave the cluster alone, the README demos, then the ones
 #                                 that restart or crash it (failover_test is the failover stage's)
-# test/stages/client.sh NAME      runs build/NAME --ci
+# test/stages/programs.sh NAME      runs build/NAME --ci
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${IDEM_BUILD:-build}
@@ -24,4 +24,4 @@ if [ "${1:-}" = --parts ]; then
     done
     exit 0
 fi
-exec "$BUILD/${1:?usage: test/stages/client.sh --parts | NAME}" --ci
+exec "$BUILD/${1:?usage: test/stages/programs.sh --parts | NAME}" --ci

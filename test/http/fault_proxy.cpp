@@ -1,4 +1,4 @@
-// A fault-injecting HTTP proxy on loopback for test/examples/http_test.py: test/client/proxy.hpp
+// A fault-injecting HTTP proxy on loopback for test/http/http_test.py: test/programs/proxy.hpp
 // without the PostgreSQL protocol. Each connection is forwarded to 127.0.0.1:<upstream> with
 // added latency, and a share of the connections is cut, in equal parts:
 //   client_byte    at a random client->server byte (the service may never see the request)

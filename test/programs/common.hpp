@@ -1,4 +1,4 @@
-// Shared helpers of the libpqxx client programs (test/client/*_test.cpp): options, connection
+// Shared helpers of the libpqxx client programs (test/programs/*_test.cpp): options, connection
 // strings from the libpq environment, a per-program database, a thread barrier, the threads'
 // error log, retry with backoff, SQLSTATE checks, the payment each key got, the final invariant
 // table, the handler under test, and pg_ctl on the test cluster. idem::db below is the one place

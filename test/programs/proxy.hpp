@@ -12,7 +12,7 @@
 //                   and is dropped instead of forwarded (needs buffer_response)
 // The server->client stream is parsed as protocol-3 messages (type byte + int32 length), so
 // clients must connect with sslmode=disable gssencmode=disable (see tcp_conninfo). With
-// pg_protocol = false (HTTP, test/examples/fault_proxy.cpp) there is no parsing and the two
+// pg_protocol = false (HTTP, test/http/fault_proxy.cpp) there is no parsing and the two
 // PostgreSQL kinds are never chosen; with buffer_response (a server that closes the connection
 // after one answer: HTTP with Connection: close), a ServerByte or LostResponse connection reads
 // the server's whole answer before forwarding any of it, so a ServerByte cut falls strictly
