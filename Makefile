@@ -80,7 +80,7 @@ $(OBJS): $(call src_files,core/*.hpp core/*.h core/jcs/*.hpp src/*.hpp src/*.h) 
 $(OBJDIRS):
 	mkdir -p $@
 
-# The PGXN distribution (DEVELOPERS.md "Packages"): what HEAD holds, as git archive gives it,
+# The PGXN distribution (docs/internals.md "Packages"): what HEAD holds, as git archive gives it,
 # named by META.json's version (the first "version" there, the distribution's).
 DISTVERSION = $(shell grep -m 1 '"version":' $(SRC)/META.json | sed 's/.*"version": *"\([^"]*\)".*/\1/')
 dist:

@@ -1,6 +1,6 @@
 // The boundary between C++ and PostgreSQL.
 //
-// Rules (see DEVELOPERS.md, "The C++ / PostgreSQL boundary"):
+// Rules (see docs/internals.md, "The C++ / PostgreSQL boundary"):
 //  * Every SQL-callable function is defined with IDEM_PG_FUNCTION, which catches any C++
 //    exception and raises the PostgreSQL error only after the catch block has been left, and
 //    checks that the body left PostgreSQL's error stacks (PG_exception_stack, the innermost

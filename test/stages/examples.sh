@@ -48,7 +48,7 @@ clients:*)
     exit ;;
 esac
 # Ports, derived from the cluster's port so that concurrent runs (each with its own IDEM_PGPORT,
-# DEVELOPERS.md "Ports and clusters") never meet, 40 per run from 2000 + 40 x (IDEM_PGPORT mod
+# docs/testing.md "Ports and clusters") never meet, 40 per run from 2000 + 40 x (IDEM_PGPORT mod
 # 700): HTTP at +0..+29, 3 per service and route (the service, its proxies at +1 and +2);
 # PgBouncer at +30 + n. All below 32768, where Linux's ephemeral ports begin: a port in that
 # range can be the local end of any outgoing connection on the machine, and a listener then

@@ -32,7 +32,7 @@
 # IDEM_PGPORT + 9; they listen on a socket in their chroot's /tmp only, no TCP, so the three run
 # at once), IDEM_PKG_PGXN_MAJOR ("" skips PGXN), IDEM_PKG_FAULT (plants a fault to show the stage
 # fails: no-so or no-control, a package without the module or the control file; bad-meta,
-# META.json without its license; DEVELOPERS.md "Packages"), IDEM_DEBIAN_MIRROR (as test/chroot).
+# META.json without its license; docs/internals.md "Packages"), IDEM_DEBIAN_MIRROR (as test/chroot).
 # Needs root (debootstrap, chroot, mount) and the Debian archive.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
