@@ -313,6 +313,22 @@ describe('the raw body', () => {
       await s.close();
     }
   });
+  test('req.idem: query works destructured, the handle is frozen', async () => {
+    const idem = idempotency(base());
+    let frozen;
+    const s = await apps.fastify([{ path: '/d', idem, handler: async (ctx) => {
+      const { query } = ctx.idem;
+      const { rows: [r] } = await query('SELECT 41 + 1 AS n');
+      frozen = Object.isFrozen(ctx.idem);
+      ctx.answer(201, { 'Content-Type': 'text/plain' }, `${r.n}`);
+    } }]);
+    try {
+      const a = await post(`${s.base}/d`, `k-${tag()}`);
+      assert.deepEqual([a.status, a.body.toString(), frozen], [201, '42', true]);
+    } finally {
+      await s.close();
+    }
+  });
   test('fastify: a body sent slowly in chunks is fingerprinted whole', async () => {
     const idem = idempotency(base());
     const s = await apps.fastify([{ path: '/c', idem, handler: (ctx) => ctx.answer(201, { 'Content-Type': 'text/plain' }, `${ctx.body.length}`) }]);
